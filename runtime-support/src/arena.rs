@@ -1,0 +1,217 @@
+//! The per-context working memory and checked access to its planned regions.
+//!
+//! Every tensor the compiler planned lives at a constant byte offset in one arena. A
+//! step borrows the regions it writes mutably and the regions it reads shared; the
+//! split below is written with `split_at_mut` only, so a wrong offset becomes an
+//! [`Error::Region`] instead of aliasing `&mut` borrows.
+
+use crate::Error;
+
+/// Base alignment of every arena, in bytes. Planned offsets are multiples of the plan's
+/// alignment, which never exceeds this.
+pub const ARENA_ALIGN: usize = 256;
+
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(256))]
+struct Block([f32; ARENA_ALIGN / 4]);
+
+/// A byte region of the arena: `offset` in bytes, `len` in `f32` elements.
+pub type Region = (usize, usize);
+
+/// One context's working memory, allocated once.
+pub struct Arena {
+    blocks: Vec<Block>,
+}
+
+impl Arena {
+    /// Allocates `bytes` of zeroed memory, aligned to [`ARENA_ALIGN`].
+    pub fn new(bytes: usize) -> Self {
+        let n = bytes.div_ceil(ARENA_ALIGN);
+        Arena {
+            blocks: vec![Block([0.0; ARENA_ALIGN / 4]); n],
+        }
+    }
+
+    /// Size in bytes (the requested size rounded up to [`ARENA_ALIGN`]).
+    pub fn len_bytes(&self) -> usize {
+        self.blocks.len() * ARENA_ALIGN
+    }
+
+    /// The whole arena as `f32` elements.
+    pub fn as_f32(&self) -> &[f32] {
+        bytemuck::cast_slice(&self.blocks)
+    }
+
+    /// The whole arena as `f32` elements, mutably.
+    pub fn as_f32_mut(&mut self) -> &mut [f32] {
+        bytemuck::cast_slice_mut(&mut self.blocks)
+    }
+
+    /// A region for reading, for example an output after `run`.
+    pub fn region(&self, step: &'static str, r: Region) -> Result<&[f32], Error> {
+        let (start, end) = elem_range(step, r, self.as_f32().len())?;
+        Ok(&self.as_f32()[start..end])
+    }
+
+    /// Borrows `M` regions mutably and `R` regions shared for one step.
+    ///
+    /// Mutable regions must be disjoint from each other and from every shared region;
+    /// shared regions may overlap each other. Empty regions are always allowed.
+    pub fn regions<const M: usize, const R: usize>(
+        &mut self,
+        step: &'static str,
+        muts: [Region; M],
+        refs: [Region; R],
+    ) -> Result<([&mut [f32]; M], [&[f32]; R]), Error> {
+        split_regions(self.as_f32_mut(), step, muts, refs)
+    }
+}
+
+fn elem_range(
+    step: &'static str,
+    (offset, len): Region,
+    total: usize,
+) -> Result<(usize, usize), Error> {
+    let bad = |problem| Error::Region {
+        step,
+        offset,
+        end: offset.saturating_add(len.saturating_mul(4)),
+        problem,
+    };
+    if offset % 4 != 0 {
+        return Err(bad("is not aligned to 4 bytes"));
+    }
+    let start = offset / 4;
+    let end = start.checked_add(len).ok_or_else(|| bad("overflows"))?;
+    if end > total {
+        return Err(bad("lies outside the arena"));
+    }
+    Ok((start, end))
+}
+
+/// The safe core of [`Arena::regions`], on a plain slice so it can be tested directly.
+pub fn split_regions<'a, const M: usize, const R: usize>(
+    mut mem: &'a mut [f32],
+    step: &'static str,
+    muts: [Region; M],
+    refs: [Region; R],
+) -> Result<([&'a mut [f32]; M], [&'a [f32]; R]), Error> {
+    let total = mem.len();
+    let mut mut_ranges = [(0usize, 0usize); M];
+    for (slot, r) in mut_ranges.iter_mut().zip(muts) {
+        *slot = elem_range(step, r, total)?;
+    }
+    let mut ref_ranges = [(0usize, 0usize); R];
+    for (slot, r) in ref_ranges.iter_mut().zip(refs) {
+        *slot = elem_range(step, r, total)?;
+    }
+    let overlap = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+    for i in 0..M {
+        for j in 0..M {
+            if i != j && overlap(mut_ranges[i], mut_ranges[j]) {
+                return Err(region_err(
+                    step,
+                    mut_ranges[i],
+                    "overlaps another region written by this step",
+                ));
+            }
+        }
+        for r in ref_ranges {
+            if overlap(mut_ranges[i], r) {
+                return Err(region_err(step, r, "is read while it is being written"));
+            }
+        }
+    }
+
+    // Walk the mutable regions in address order, cutting `mem` into
+    // gap, mut, gap, mut, ..., gap. Each shared region lies inside one gap.
+    let mut order: [usize; M] = std::array::from_fn(|i| i);
+    order.sort_by_key(|&i| mut_ranges[i].0);
+    let mut out_muts: [Option<&'a mut [f32]>; M] = std::array::from_fn(|_| None);
+    let mut out_refs: [&'a [f32]; R] = [&[]; R];
+    let mut base = 0usize;
+    let mut filled = [false; R];
+    for &i in &order {
+        let (start, end) = mut_ranges[i];
+        let (gap, rest) = std::mem::take(&mut mem).split_at_mut(start - base);
+        let (m, rest) = rest.split_at_mut(end - start);
+        place_refs(gap, base, &ref_ranges, &mut out_refs, &mut filled);
+        out_muts[i] = Some(m);
+        mem = rest;
+        base = end;
+    }
+    place_refs(mem, base, &ref_ranges, &mut out_refs, &mut filled);
+    let muts = out_muts.map(|m| m.unwrap_or_default());
+    Ok((muts, out_refs))
+}
+
+fn place_refs<'a, const R: usize>(
+    gap: &'a [f32],
+    base: usize,
+    ranges: &[(usize, usize); R],
+    out: &mut [&'a [f32]; R],
+    filled: &mut [bool; R],
+) {
+    let gap_end = base + gap.len();
+    for (k, &(s, e)) in ranges.iter().enumerate() {
+        if !filled[k] && s >= base && e <= gap_end {
+            out[k] = &gap[s - base..e - base];
+            filled[k] = true;
+        }
+    }
+}
+
+fn region_err(step: &'static str, (s, e): (usize, usize), problem: &'static str) -> Error {
+    Error::Region {
+        step,
+        offset: s * 4,
+        end: e * 4,
+        problem,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_disjoint_regions() {
+        let mut a = Arena::new(1024);
+        let ([x, y], [r]) = a.regions("t", [(0, 4), (512, 8)], [(256, 16)]).unwrap();
+        x.fill(1.0);
+        y.fill(2.0);
+        assert_eq!(r.len(), 16);
+        assert_eq!(a.as_f32()[..4], [1.0; 4]);
+        assert_eq!(a.as_f32()[128..136], [2.0; 8]);
+    }
+
+    #[test]
+    fn shared_regions_may_overlap_each_other() {
+        let mut a = Arena::new(1024);
+        let ([_], [r1, r2]) = a.regions("t", [(0, 4)], [(64, 8), (72, 8)]).unwrap();
+        assert_eq!((r1.len(), r2.len()), (8, 8));
+    }
+
+    #[test]
+    fn rejects_read_of_written_region() {
+        let mut a = Arena::new(1024);
+        let e = a.regions("conv1", [(0, 64)], [(128, 64)]).err().unwrap();
+        assert!(e.to_string().contains("conv1"), "{e}");
+    }
+
+    #[test]
+    fn rejects_overlapping_writes_and_out_of_bounds() {
+        let mut a = Arena::new(1024);
+        assert!(a.regions("t", [(0, 64), (252, 1)], []).is_err());
+        assert!(a.regions("t", [(1020, 2)], []).is_err());
+        assert!(a.regions("t", [(2, 1)], []).is_err());
+        assert!(a.regions("t", [], [(usize::MAX - 3, 4)]).is_err());
+    }
+
+    #[test]
+    fn empty_regions_are_fine() {
+        let mut a = Arena::new(256);
+        let ([m], [r]) = a.regions("t", [(0, 0)], [(0, 0)]).unwrap();
+        assert!(m.is_empty() && r.is_empty());
+    }
+}

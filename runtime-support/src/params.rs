@@ -1,0 +1,213 @@
+//! Kernel parameters, shared by the compiler (which fills them at compile time and
+//! emits them as constants) and the kernels (which read them at run time).
+//!
+//! Every struct is plain data with `const`-constructible public fields, so generated code
+//! can write `const P: Conv2d = Conv2d { .. };`. Lengths are in `f32` elements.
+
+/// Highest tensor rank the broadcasting and transposing kernels handle.
+pub const MAX_RANK: usize = 6;
+
+/// An activation fused into the output stage of a producing kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Activation {
+    None,
+    Relu,
+    LeakyRelu { alpha: f32 },
+    Clip { min: f32, max: f32 },
+    Sigmoid,
+}
+
+/// 2-D convolution over NCHW, weights OIHW (ONNX layout), optional bias of length
+/// `c_out`, optional fused activation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Conv2d {
+    pub n: usize,
+    pub c_in: usize,
+    pub h_in: usize,
+    pub w_in: usize,
+    pub c_out: usize,
+    pub h_out: usize,
+    pub w_out: usize,
+    /// `[kh, kw]`
+    pub kernel: [usize; 2],
+    /// `[sh, sw]`
+    pub stride: [usize; 2],
+    /// `[dh, dw]`
+    pub dilation: [usize; 2],
+    /// `[top, left, bottom, right]`
+    pub pads: [usize; 4],
+    pub group: usize,
+    pub activation: Activation,
+}
+
+/// `Y = alpha * op(A) * op(B) + beta * C`, with `C` broadcast through strides.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub trans_a: bool,
+    pub trans_b: bool,
+    pub alpha: f32,
+    pub beta: f32,
+    /// Element strides of `C` over `[row, column]` of `Y`; 0 where `C` is broadcast.
+    pub c_strides: [usize; 2],
+    pub activation: Activation,
+}
+
+/// Batched matrix product with NumPy broadcasting over the batch dimensions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatMul {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// Number of batch dimensions used in the arrays below.
+    pub batch_rank: usize,
+    pub batch_shape: [usize; MAX_RANK],
+    /// Strides of A and B over the batch dimensions, in whole matrices; 0 where broadcast.
+    pub a_batch_strides: [usize; MAX_RANK],
+    pub b_batch_strides: [usize; MAX_RANK],
+}
+
+/// How two operands map onto the output of an elementwise op: the output shape and
+/// each operand's element strides (0 along broadcast dimensions). The compiler merges
+/// adjacent dimensions first, so most calls have rank 1 or 2.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Broadcast {
+    pub rank: usize,
+    pub shape: [usize; MAX_RANK],
+    pub a_strides: [usize; MAX_RANK],
+    pub b_strides: [usize; MAX_RANK],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unary {
+    Relu,
+    LeakyRelu { alpha: f32 },
+    Sigmoid,
+    Tanh,
+    Clip { min: f32, max: f32 },
+    Exp,
+    Neg,
+    Abs,
+    Sqrt,
+}
+
+/// Inference-time batch normalisation over NCHW-like data: `c` channels, each
+/// `inner` elements long, repeated `n` times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchNorm {
+    pub n: usize,
+    pub c: usize,
+    pub inner: usize,
+    pub epsilon: f32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolKind {
+    Max,
+    Average { count_include_pad: bool },
+}
+
+/// 2-D pooling over NCHW. Output sizes already include ONNX `ceil_mode`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pool2d {
+    pub kind: PoolKind,
+    pub n: usize,
+    pub c: usize,
+    pub h_in: usize,
+    pub w_in: usize,
+    pub h_out: usize,
+    pub w_out: usize,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub dilation: [usize; 2],
+    /// `[top, left, bottom, right]`
+    pub pads: [usize; 4],
+}
+
+/// Mean over the innermost `inner` elements of each of `outer` rows
+/// (GlobalAveragePool is `outer = N*C`, `inner = H*W`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReduceMean {
+    pub outer: usize,
+    pub inner: usize,
+}
+
+/// Local response normalisation across channels (ONNX LRN).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lrn {
+    pub n: usize,
+    pub c: usize,
+    pub inner: usize,
+    pub size: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: f32,
+}
+
+/// Softmax over an axis of length `len`, with `outer` rows before it and `inner`
+/// elements after it (stride of the axis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Softmax {
+    pub outer: usize,
+    pub len: usize,
+    pub inner: usize,
+    pub log: bool,
+}
+
+/// Concatenation: the output is `outer` repetitions of each input's chunk in turn; a
+/// chunk is `input.len() / outer` elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concat {
+    pub outer: usize,
+}
+
+/// A permutation of axes: `out.shape[i] = in_shape[perm[i]]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transpose {
+    pub rank: usize,
+    pub in_shape: [usize; MAX_RANK],
+    pub perm: [usize; MAX_RANK],
+}
+
+impl Conv2d {
+    /// True when the convolution is a plain matrix product over the input as it lies
+    /// (1×1 kernel, unit stride and dilation, no padding): no im2col needed.
+    pub const fn is_pointwise(&self) -> bool {
+        self.kernel[0] == 1
+            && self.kernel[1] == 1
+            && self.stride[0] == 1
+            && self.stride[1] == 1
+            && self.pads[0] == 0
+            && self.pads[1] == 0
+            && self.pads[2] == 0
+            && self.pads[3] == 0
+    }
+
+    /// True for depthwise convolution (one input and one output channel per group),
+    /// which has a direct kernel.
+    pub const fn is_depthwise(&self) -> bool {
+        self.group == self.c_in && self.group == self.c_out && self.group > 1
+    }
+
+    /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one group of
+    /// one image. The compiler plans it in the arena as a tensor living for one step.
+    pub const fn scratch_len(&self) -> usize {
+        if self.is_pointwise() || self.is_depthwise() {
+            0
+        } else {
+            (self.c_in / self.group) * self.kernel[0] * self.kernel[1] * self.h_out * self.w_out
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Shared helpers for Kiln's end-to-end tests.

@@ -1,1 +1,43 @@
+//! Kiln: an ahead-of-time compiler from ONNX models to plain Rust modules with a
+//! static memory plan.
+//!
+//! The pipeline runs in one direction (see ARCHITECTURE.md):
+//! [`load`] → [`infer`] → [`passes`] → [`lower`] → [`plan`] → [`codegen`], driven by
+//! [`compile()`], the single entry point the CLI, the build.rs [`Builder`] and
+//! `include_model!` share.
 
+pub mod builder;
+pub mod codegen;
+mod compile;
+mod error;
+pub mod infer;
+pub mod ir;
+pub mod load;
+pub mod lower;
+pub mod passes;
+pub mod plan;
+pub mod window;
+
+pub use builder::Builder;
+pub use codegen::WeightsMode;
+pub use compile::{Compiled, Options, Target, compile, compile_bytes, plan_input};
+pub use error::{Error, UnsupportedOp};
+
+/// Parses `1x3x224x224` (or `1,3,224,224`) into dims.
+pub fn parse_dims(s: &str) -> Result<Vec<usize>, Error> {
+    s.split(['x', ',', 'X'])
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .map_err(|_| Error::Options(format!("`{s}` is not a shape like 1x3x224x224")))
+        })
+        .collect()
+}
+
+/// Parses `NAME=1x3x224x224`.
+pub fn parse_input_spec(s: &str) -> Result<(String, Vec<usize>), Error> {
+    let (name, dims) = s
+        .rsplit_once('=')
+        .ok_or_else(|| Error::Options(format!("`{s}` should look like NAME=1x3x224x224")))?;
+    Ok((name.to_owned(), parse_dims(dims)?))
+}

@@ -1,1 +1,132 @@
-fn main() {}
+//! `kiln`: compile ONNX models into Rust modules, inspect their memory plans, run them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use kiln_compiler::{Error, Options, WeightsMode, compile, parse_input_spec};
+
+#[derive(Parser)]
+#[command(
+    name = "kiln",
+    version,
+    about = "Ahead-of-time compiler from ONNX models to plain Rust with a static memory plan",
+    long_about = "Kiln reads an ONNX model, infers every shape, plans all working memory into one \
+                  arena at compile time, and writes a Rust module that runs the model with no \
+                  interpreter and no allocation per inference."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile MODEL into DIR/NAME.rs and DIR/NAME.weights.bin.
+    Compile {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Directory to write the module and its weights into.
+        #[arg(short, long = "out-dir", value_name = "DIR")]
+        out_dir: PathBuf,
+        /// Module name (file names); defaults to the model file's stem.
+        #[arg(long)]
+        name: Option<String>,
+        /// Load weights from the weights file at run time instead of embedding them.
+        #[arg(long)]
+        weights_at_runtime: bool,
+        /// Path of the runtime crate in the generated code.
+        #[arg(long, default_value = "::kiln_runtime", value_name = "PATH")]
+        runtime_path: String,
+    },
+    /// Print the memory plan: every tensor's offset and lifetime, naive size, liveness
+    /// lower bound, arena size and saving.
+    Plan {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print JSON instead of the text report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compile MODEL, build it with cargo (cached), run it on .npy inputs and print
+    /// its outputs and latency.
+    Run(kiln_compiler::runner::RunArgs),
+}
+
+/// Options every subcommand that compiles takes.
+#[derive(Args)]
+struct ModelArgs {
+    /// The ONNX model file.
+    #[arg(value_name = "MODEL.onnx")]
+    model: PathBuf,
+    /// Shape of an input, e.g. `--input data=1x3x224x224` (needed for symbolic dims).
+    #[arg(short, long = "input", value_name = "NAME=DIMS")]
+    inputs: Vec<String>,
+    /// Arena offset alignment in bytes.
+    #[arg(long, default_value_t = 256, value_name = "BYTES")]
+    alignment: usize,
+}
+
+impl ModelArgs {
+    fn options(&self) -> Result<Options, Error> {
+        Ok(Options {
+            input_dims: self.inputs.iter().map(|s| parse_input_spec(s)).collect::<Result<_, _>>()?,
+            alignment: self.alignment,
+            ..Options::default()
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Compile {
+            model,
+            out_dir,
+            name,
+            weights_at_runtime,
+            runtime_path,
+        } => {
+            let mut opts = model.options()?;
+            opts.name = name;
+            opts.runtime_path = runtime_path;
+            if weights_at_runtime {
+                opts.weights = WeightsMode::File;
+            }
+            let compiled = compile(&model.model, &opts)?;
+            let path = compiled.write_to(&out_dir)?;
+            let p = &compiled.plan;
+            println!(
+                "wrote {} and {} ({} steps, arena {} bytes, lower bound {} bytes, naive {} bytes, weights {} bytes)",
+                path.display(),
+                out_dir.join(compiled.weights_file_name()).display(),
+                compiled.program.steps.len(),
+                p.arena_bytes,
+                p.lower_bound_bytes,
+                p.naive_bytes,
+                compiled.weights.len()
+            );
+        }
+        Command::Plan { model, json } => {
+            let compiled = compile(&model.model, &model.options()?)?;
+            if json {
+                let v = kiln_compiler::plan::report::json_report(&compiled.plan_input, &compiled.plan);
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print!("{}", compiled.report());
+            }
+        }
+        Command::Run(args) => kiln_compiler::runner::run(&args)?,
+    }
+    Ok(())
+}

@@ -11,6 +11,7 @@
 //! Nothing here allocates after a [`Context`] has been created.
 
 pub mod arena;
+pub mod io;
 mod error;
 pub mod kernels;
 pub mod params;

@@ -2,83 +2,32 @@
 //!
 //! Contract: the compiler passes slices of exactly the lengths the parameters imply;
 //! kernels assert this at entry (a mismatch is a Kiln bug, not bad input) and never
-//! allocate.
+//! allocate. Matrix products go through faer (see `gemm.rs`), which keeps one
+//! thread-local packing buffer per thread after its first large product and allocates
+//! nothing afterwards.
+//!
+//! Layout of this module:
+//! - `conv`: Conv2d (pointwise GEMM, direct depthwise, im2col + GEMM);
+//! - `gemm`: Gemm, MatMul and the single faer call every product goes through;
+//! - `elementwise`: unary and broadcasting binary ops, the fused bias/activation stage;
+//! - `pool`: MaxPool/AveragePool and ReduceMean; `norm`: BatchNorm, LRN, Softmax;
+//! - `layout`: Concat, Transpose, copy;
+//! - helpers: `index` (shape simplification and odometers), `window` (sliding-window
+//!   geometry), `simd` (running loops with AVX2/FMA, vectorisable `exp`).
 
-use crate::params::*;
+mod conv;
+mod elementwise;
+mod gemm;
+mod index;
+mod layout;
+mod norm;
+mod pool;
+mod simd;
+mod window;
 
-pub fn conv2d(
-    p: &Conv2d,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    scratch: &mut [f32],
-) {
-    let _ = (p, x, w, bias, y, scratch);
-    unimplemented!()
-}
-pub fn gemm(p: &Gemm, a: &[f32], b: &[f32], c: Option<&[f32]>, y: &mut [f32]) {
-    let _ = (p, a, b, c, y);
-    unimplemented!()
-}
-pub fn matmul(p: &MatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
-    let _ = (p, a, b, y);
-    unimplemented!()
-}
-#[allow(clippy::too_many_arguments)]
-pub fn batch_norm(
-    p: &BatchNorm,
-    x: &[f32],
-    scale: &[f32],
-    bias: &[f32],
-    mean: &[f32],
-    var: &[f32],
-    y: &mut [f32],
-) {
-    let _ = (p, x, scale, bias, mean, var, y);
-    unimplemented!()
-}
-pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
-    let _ = (op, x, y);
-    unimplemented!()
-}
-pub fn unary_inplace(op: Unary, y: &mut [f32]) {
-    let _ = (op, y);
-    unimplemented!()
-}
-pub fn binary(op: Binary, p: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]) {
-    let _ = (op, p, a, b, y);
-    unimplemented!()
-}
-/// `y = op(y, b)`; `p.a_strides` describe `y` itself (contiguous).
-pub fn binary_inplace(op: Binary, p: &Broadcast, y: &mut [f32], b: &[f32]) {
-    let _ = (op, p, y, b);
-    unimplemented!()
-}
-pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
-    let _ = (p, x, y);
-    unimplemented!()
-}
-pub fn reduce_mean(p: &ReduceMean, x: &[f32], y: &mut [f32]) {
-    let _ = (p, x, y);
-    unimplemented!()
-}
-pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
-    let _ = (p, x, y);
-    unimplemented!()
-}
-pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
-    let _ = (p, x, y);
-    unimplemented!()
-}
-pub fn concat(p: &Concat, inputs: &[&[f32]], y: &mut [f32]) {
-    let _ = (p, inputs, y);
-    unimplemented!()
-}
-pub fn transpose(p: &Transpose, x: &[f32], y: &mut [f32]) {
-    let _ = (p, x, y);
-    unimplemented!()
-}
-pub fn copy(x: &[f32], y: &mut [f32]) {
-    y.copy_from_slice(x);
-}
+pub use conv::conv2d;
+pub use elementwise::{binary, binary_inplace, unary, unary_inplace};
+pub use gemm::{gemm, matmul};
+pub use layout::{concat, copy, transpose};
+pub use norm::{batch_norm, lrn, softmax};
+pub use pool::{pool2d, reduce_mean};

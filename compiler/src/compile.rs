@@ -1,0 +1,208 @@
+//! The one entry point every front door (CLI, build.rs builder, `include_model!`)
+//! goes through: load → infer → passes → lower → plan → emit.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::codegen::{self, CodegenOptions, WeightsMode};
+use crate::error::Error;
+use crate::lower::{self, Operand, Program};
+use crate::plan::{self, BufferRequest, MemoryPlan, PlanInput};
+use crate::{infer, load, passes};
+
+/// The code generation target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    #[default]
+    Cpu,
+}
+
+/// Everything a compile can be told.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Module name; file names are `NAME.rs` and `NAME.weights.bin`. Defaults to the
+    /// model file's stem.
+    pub name: Option<String>,
+    /// Full shapes for graph inputs, required for inputs with symbolic dims.
+    pub input_dims: Vec<(String, Vec<usize>)>,
+    /// Arena offset alignment in bytes (a power of two, at most 256).
+    pub alignment: usize,
+    pub target: Target,
+    pub weights: WeightsMode,
+    /// Path of the runtime crate in generated code.
+    pub runtime_path: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            name: None,
+            input_dims: Vec::new(),
+            alignment: 256,
+            target: Target::Cpu,
+            weights: WeightsMode::Embed,
+            runtime_path: "::kiln_runtime".into(),
+        }
+    }
+}
+
+/// The result of a compile: the generated module, its weights, and the plan behind it.
+#[derive(Debug)]
+pub struct Compiled {
+    pub name: String,
+    /// Generated Rust source.
+    pub code: String,
+    /// The weights file's bytes (little-endian `f32`).
+    pub weights: Vec<u8>,
+    pub program: Program,
+    pub plan_input: PlanInput,
+    pub plan: MemoryPlan,
+}
+
+impl Compiled {
+    pub fn code_file_name(&self) -> String {
+        format!("{}.rs", self.name)
+    }
+
+    pub fn weights_file_name(&self) -> String {
+        format!("{}.weights.bin", self.name)
+    }
+
+    /// Writes `NAME.rs` and `NAME.weights.bin` into `dir`, each only if its content
+    /// changed (so cargo's fingerprints stay stable). Returns the `.rs` path.
+    pub fn write_to(&self, dir: &Path) -> Result<PathBuf, Error> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let code = dir.join(self.code_file_name());
+        write_if_changed(&code, self.code.as_bytes())?;
+        write_if_changed(&dir.join(self.weights_file_name()), &self.weights)?;
+        Ok(code)
+    }
+
+    /// The plan report as text (seed 000's report).
+    pub fn report(&self) -> String {
+        plan::report::text_report(&self.plan_input, &self.plan)
+    }
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    std::fs::write(path, bytes).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Compiles the model at `path`.
+pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let source = path.file_name().map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
+    compile_bytes(&bytes, &source, &stem, opts).map_err(|e| match e {
+        Error::Parse { message, .. } => Error::Parse {
+            path: path.to_owned(),
+            message,
+        },
+        e => e,
+    })
+}
+
+/// Compiles a serialized model. `source` names it in comments; `default_name` is the
+/// module name when `opts.name` is unset.
+pub fn compile_bytes(bytes: &[u8], source: &str, default_name: &str, opts: &Options) -> Result<Compiled, Error> {
+    if !opts.alignment.is_power_of_two() || opts.alignment < 4 || opts.alignment > kiln_runtime::arena::ARENA_ALIGN {
+        return Err(Error::Options(format!(
+            "alignment must be a power of two between 4 and {}, got {}",
+            kiln_runtime::arena::ARENA_ALIGN,
+            opts.alignment
+        )));
+    }
+    let name = opts.name.clone().unwrap_or_else(|| sanitize_name(default_name));
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(Error::Options(format!(
+            "name `{name}` must be non-empty and use only letters, digits, `_` and `-`"
+        )));
+    }
+    let mut graph = load::load_bytes(bytes)?;
+    let dims: HashMap<String, Vec<usize>> = opts.input_dims.iter().cloned().collect();
+    infer::infer(&mut graph, &dims)?;
+    passes::run(&mut graph)?;
+    let program = lower::lower(&graph)?;
+    let plan_input = plan_input(&program, opts.alignment);
+    let plan = plan::plan(&plan_input)?;
+    let cg = CodegenOptions {
+        runtime_path: opts.runtime_path.clone(),
+        weights: opts.weights,
+        weights_file: format!("{name}.weights.bin"),
+        source: source.to_owned(),
+        steps_per_fn: 128,
+    };
+    let code = match opts.target {
+        Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
+    };
+    let weights = program.weights.iter().flat_map(|w| w.to_le_bytes()).collect();
+    Ok(Compiled {
+        name,
+        code,
+        weights,
+        program,
+        plan_input,
+        plan,
+    })
+}
+
+fn sanitize_name(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .collect()
+}
+
+/// The planner's view of a program: one request per buffer, with the steps that write
+/// and read it. A buffer written again by a later step (in-place accumulation) counts
+/// that step as a use.
+pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
+    let mut input = PlanInput::new(program.steps.len());
+    input.alignment = alignment;
+    input.step_names = program.steps.iter().map(|s| format!("{} ({})", s.node, s.op_type)).collect();
+    let mut def: Vec<Option<usize>> = vec![None; program.buffers.len()];
+    let mut uses: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
+    for (i, s) in program.steps.iter().enumerate() {
+        for b in std::iter::once(s.output).chain(s.scratch) {
+            match def[b.index()] {
+                None => def[b.index()] = Some(i),
+                Some(_) => uses[b.index()].push(i),
+            }
+        }
+        for op in &s.inputs {
+            if let Operand::Buffer(b) = op {
+                uses[b.index()].push(i);
+            }
+        }
+    }
+    let outputs: Vec<_> = program.outputs.iter().map(|(_, b)| *b).collect();
+    for (i, b) in program.buffers.iter().enumerate() {
+        let d = def[i].unwrap_or(0);
+        let size = b.len * 4;
+        let req = if b.scratch {
+            BufferRequest::scratch(b.name.clone(), size, d)
+        } else if outputs.iter().any(|o| o.index() == i) {
+            let mut r = BufferRequest::output(b.name.clone(), size, d);
+            r.uses = std::mem::take(&mut uses[i]);
+            r
+        } else {
+            BufferRequest::new(b.name.clone(), size, d, std::mem::take(&mut uses[i]))
+        };
+        input.push(req);
+    }
+    input
+}

@@ -1,0 +1,205 @@
+//! Graph rewrites between shape inference and lowering. Each pass has one entry
+//! function, preserves the graph's meaning, and leaves shapes valid.
+
+use crate::error::Error;
+use crate::ir::*;
+
+/// Runs every pass in order.
+pub fn run(graph: &mut Graph) -> Result<(), Error> {
+    drop_folded(graph);
+    remove_identities(graph);
+    fold_batchnorm_into_conv(graph);
+    fuse_activations(graph);
+    eliminate_dead_nodes(graph);
+    Ok(())
+}
+
+/// Removes nodes whose outputs were all folded to constants by shape inference;
+/// their consumers read the constants directly.
+pub fn drop_folded(graph: &mut Graph) {
+    let values = &graph.values;
+    graph
+        .nodes
+        .retain(|n| !n.outputs.iter().all(|o| values[o.index()].constant.is_some()));
+}
+
+/// Identity and Dropout (inference) forward their input: consumers are rewired to it.
+/// A node whose output is a graph output stays (lowering turns it into a copy).
+pub fn remove_identities(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        let n = &graph.nodes[i];
+        let forwards = matches!(n.op, Op::Identity | Op::Dropout);
+        let out = n.outputs[0];
+        let extra_outputs_unused = n.outputs[1..].iter().all(|o| !is_read(graph, *o));
+        match (forwards && extra_outputs_unused && !graph.is_output(out), n.input(0)) {
+            (true, Some(input)) => {
+                graph.nodes.remove(i);
+                graph.replace_uses(out, input);
+            }
+            _ => i += 1,
+        }
+    }
+}
+
+fn is_read(graph: &Graph, v: ValueId) -> bool {
+    graph.is_output(v) || graph.nodes.iter().any(|n| n.inputs.contains(&Some(v)))
+}
+
+/// The only consumer of `v`, if it has exactly one and is not a graph output.
+fn sole_consumer(graph: &Graph, v: ValueId) -> Option<usize> {
+    if graph.is_output(v) {
+        return None;
+    }
+    let mut found = None;
+    for (i, n) in graph.nodes.iter().enumerate() {
+        let uses = n.inputs.iter().filter(|&&x| x == Some(v)).count();
+        if uses > 0 {
+            if found.is_some() || uses > 1 {
+                return None;
+            }
+            found = Some(i);
+        }
+    }
+    found
+}
+
+fn constant(graph: &Graph, v: Option<ValueId>) -> Option<Vec<f32>> {
+    let t = graph.value(v?).constant.as_ref()?;
+    Some(t.as_f32())
+}
+
+/// `BatchNormalization(Conv(x, W, b))` → `Conv(x, W', b')` when the convolution's output
+/// feeds only the normalisation and every parameter is constant:
+/// `W'[o] = W[o]·s[o]/√(var[o]+ε)`, `b'[o] = (b[o]−mean[o])·s[o]/√(var[o]+ε) + β[o]`.
+pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        if let Some(bn) = try_fold_bn(graph, i) {
+            graph.nodes.remove(bn);
+            if bn < i {
+                i -= 1;
+            }
+        }
+        i += 1;
+    }
+}
+
+fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
+    let conv = &graph.nodes[conv_index];
+    if !matches!(conv.op, Op::Conv { activation: None, .. }) {
+        return None;
+    }
+    let y = conv.outputs[0];
+    let bn_index = sole_consumer(graph, y)?;
+    let bn = &graph.nodes[bn_index];
+    let Op::BatchNormalization { epsilon } = bn.op else {
+        return None;
+    };
+    if bn.input(0) != Some(y) {
+        return None;
+    }
+    let w = graph.value(conv.input(1)?).constant.clone()?;
+    let c_out = w.shape[0];
+    let bias = match conv.input(2) {
+        Some(b) => constant(graph, Some(b))?,
+        None => vec![0.0; c_out],
+    };
+    let [scale, beta, mean, var] = [1, 2, 3, 4].map(|k| constant(graph, bn.input(k)));
+    let (scale, beta, mean, var) = (scale?, beta?, mean?, var?);
+    let z = bn.outputs[0];
+
+    let per_out = w.len() / c_out.max(1);
+    let mut wv = w.as_f32();
+    let mut new_bias = vec![0.0f32; c_out];
+    for o in 0..c_out {
+        let f = scale[o] / (var[o] + epsilon).sqrt();
+        for x in &mut wv[o * per_out..(o + 1) * per_out] {
+            *x *= f;
+        }
+        new_bias[o] = (bias[o] - mean[o]) * f + beta[o];
+    }
+    let conv_name = graph.nodes[conv_index].name.clone();
+    let w_id = graph.add_value(Value {
+        name: format!("{conv_name}:folded_weight"),
+        dtype: DType::F32,
+        shape: Some(w.shape.clone()),
+        constant: Some(Tensor::f32(w.shape.clone(), wv)),
+    });
+    let b_id = graph.add_value(Value {
+        name: format!("{conv_name}:folded_bias"),
+        dtype: DType::F32,
+        shape: Some(vec![c_out]),
+        constant: Some(Tensor::f32(vec![c_out], new_bias)),
+    });
+    let conv = &mut graph.nodes[conv_index];
+    conv.inputs = vec![conv.inputs[0], Some(w_id), Some(b_id)];
+    conv.outputs = vec![z];
+    Some(bn_index)
+}
+
+/// Fuses an activation into the Conv or Gemm that is its only producer-consumer pair.
+pub fn fuse_activations(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        let fusable = matches!(
+            graph.nodes[i].op,
+            Op::Conv { activation: None, .. } | Op::Gemm { activation: None, .. }
+        );
+        if fusable && let Some(act_index) = sole_consumer(graph, graph.nodes[i].outputs[0]) {
+            let act_node = &graph.nodes[act_index];
+            if let Some(act) = activation_of(graph, act_node) {
+                let out = act_node.outputs[0];
+                match &mut graph.nodes[i].op {
+                    Op::Conv { activation, .. } | Op::Gemm { activation, .. } => *activation = Some(act),
+                    _ => unreachable!("checked above"),
+                }
+                graph.nodes[i].outputs[0] = out;
+                graph.nodes.remove(act_index);
+                if act_index < i {
+                    i -= 1;
+                }
+            }
+        }
+        i += 1;
+    }
+}
+
+fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
+    Some(match n.op {
+        Op::Unary(UnaryOp::Relu) => Activation::Relu,
+        Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu { alpha },
+        Op::Unary(UnaryOp::Sigmoid) => Activation::Sigmoid,
+        Op::Clip { min, max } => {
+            let bound = |m: Option<f32>, k: usize, default: f32| match (m, n.input(k)) {
+                (Some(v), _) => Some(v),
+                (None, None) => Some(default),
+                (None, Some(v)) => graph.value(v).constant.as_ref().map(|t| t.as_f32()[0]),
+            };
+            Activation::Clip {
+                min: bound(min, 1, f32::MIN)?,
+                max: bound(max, 2, f32::MAX)?,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// Removes nodes none of whose outputs reach a graph output.
+pub fn eliminate_dead_nodes(graph: &mut Graph) {
+    let mut live = vec![false; graph.values.len()];
+    for &o in &graph.outputs {
+        live[o.index()] = true;
+    }
+    let mut keep = vec![false; graph.nodes.len()];
+    for (i, n) in graph.nodes.iter().enumerate().rev() {
+        if n.outputs.iter().any(|o| live[o.index()]) {
+            keep[i] = true;
+            for v in n.inputs.iter().flatten() {
+                live[v.index()] = true;
+            }
+        }
+    }
+    let mut k = keep.into_iter();
+    graph.nodes.retain(|_| k.next().unwrap_or(false));
+}

@@ -1,0 +1,259 @@
+//! Pass 3a: offset strategies from TFLite-GPU (Pisarchyk & Lee 2020, "Efficient
+//! Memory Management for Deep Neural Net Inference").
+//!
+//! Both place one buffer at a time with the same rule ([`OffsetAllocator::place`]):
+//! among the already placed buffers whose lifetimes intersect it, sorted by
+//! offset, take the smallest gap that fits (best fit), else go on top of the
+//! highest of them. They differ only in the order buffers arrive:
+//!
+//! - [`greedy_by_size`]: largest first. Big buffers are the hardest to fit, and
+//!   small ones slot into the holes they leave.
+//! - [`greedy_by_breadth`]: steps by how many bytes are live there, busiest first;
+//!   each step's not yet placed buffers by size. The peak step is laid out
+//!   tightly before anything can fragment it.
+//!
+//! Cost per buffer: O(log n + k log k), k = conflicting buffers already placed.
+
+use super::interference::{OverlapIndex, SegmentLists, TimeAxis};
+use super::{BufferId, Liveness, PlanError};
+
+/// Places buffers one at a time at best-fit offsets, never under a conflicting
+/// buffer already placed.
+#[derive(Debug, Clone)]
+pub struct OffsetAllocator<'a> {
+    live: &'a Liveness,
+    index: OverlapIndex,
+    offsets: Vec<Option<usize>>,
+    // Reused across calls to avoid an allocation per buffer.
+    neighbours: Vec<BufferId>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl<'a> OffsetAllocator<'a> {
+    pub fn new(live: &'a Liveness) -> Self {
+        Self {
+            live,
+            index: OverlapIndex::new(live),
+            offsets: vec![None; live.len()],
+            neighbours: Vec::new(),
+            spans: Vec::new(),
+        }
+    }
+
+    /// Where `id` was placed, if it was.
+    pub fn offset(&self, id: BufferId) -> Option<usize> {
+        self.offsets.get(id.index()).copied().flatten()
+    }
+
+    /// Places `id` (again: returns its offset if already placed). Zero-size buffers
+    /// go to offset 0 and block nothing.
+    pub fn place(&mut self, id: BufferId) -> Result<usize, PlanError> {
+        let slot = self
+            .offsets
+            .get(id.index())
+            .ok_or(PlanError::UnknownBuffer {
+                id,
+                count: self.offsets.len(),
+            })?;
+        if let Some(offset) = *slot {
+            return Ok(offset);
+        }
+        let size = self.live.size(id);
+        if size == 0 {
+            self.offsets[id.index()] = Some(0);
+            return Ok(0);
+        }
+
+        self.neighbours.clear();
+        self.index.overlapping(id, &mut self.neighbours);
+        self.spans.clear();
+        for &n in &self.neighbours {
+            if let Some(start) = self.offsets[n.index()] {
+                // Checked when `n` was placed.
+                self.spans
+                    .push((start, start.saturating_add(self.live.size(n))));
+            }
+        }
+        self.spans.sort_unstable();
+
+        // Walk the conflicting buffers bottom-up; `top` is the highest end so far,
+        // so a start above it opens a free gap [top, start).
+        let mut top = 0usize;
+        let mut best: Option<(usize, usize)> = None; // (gap, offset)
+        for &(start, end) in &self.spans {
+            if start > top {
+                let gap = start - top;
+                if gap >= size && best.is_none_or(|(g, _)| gap < g) {
+                    best = Some((gap, top));
+                    if gap == size {
+                        break;
+                    }
+                }
+            }
+            top = top.max(end);
+        }
+        let offset = best.map_or(top, |(_, offset)| offset);
+        if offset.checked_add(size).is_none() {
+            return Err(PlanError::Overflow {
+                what: format!("end of buffer {id} at offset {offset} with {size} bytes"),
+            });
+        }
+        self.offsets[id.index()] = Some(offset);
+        self.index.insert(id);
+        Ok(offset)
+    }
+
+    /// Places whatever is left (by size) and returns one offset per buffer.
+    pub fn finish(mut self) -> Result<Vec<usize>, PlanError> {
+        for id in self.live.by_size_desc() {
+            self.place(id)?;
+        }
+        Ok(self.offsets.into_iter().map(|o| o.unwrap_or(0)).collect())
+    }
+}
+
+/// Greedy by size: buffers largest first (ties: earlier first step, then id).
+pub fn greedy_by_size(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+    let mut alloc = OffsetAllocator::new(live);
+    for id in live.by_size_desc() {
+        alloc.place(id)?;
+    }
+    alloc.finish()
+}
+
+/// Greedy by breadth: steps by live bytes descending (ties: earlier step), and at
+/// each step its unplaced buffers by size.
+///
+/// Only steps where some lifetime starts or ends are visited: between two such
+/// steps the live set is a subset of the one at the earlier endpoint, so the
+/// result is the same as visiting every step.
+pub fn greedy_by_breadth(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+    let axis = TimeAxis::new(live);
+    let ranks = axis.len();
+    let mut born = vec![0usize; ranks];
+    let mut dies = vec![0usize; ranks];
+    let mut unplaced = SegmentLists::new(ranks);
+    for id in live.ids().filter(|&id| live.size(id) > 0) {
+        let (lo, hi) = axis.compress(live.lifetime(id));
+        if let (Some(b), Some(d)) = (born.get_mut(lo), dies.get_mut(hi)) {
+            // Partial sums of sizes never exceed their checked total.
+            *b = b.saturating_add(live.size(id));
+            *d = d.saturating_add(live.size(id));
+            unplaced.insert(lo, hi, id.0);
+        }
+    }
+    let mut breadth = Vec::with_capacity(ranks);
+    let mut bytes = 0usize;
+    for (&b, &d) in born.iter().zip(&dies) {
+        bytes = bytes.saturating_add(b);
+        breadth.push(bytes);
+        bytes = bytes.saturating_sub(d);
+    }
+    let mut order: Vec<usize> = (0..ranks).collect();
+    order.sort_unstable_by_key(|&r| (std::cmp::Reverse(breadth[r]), r));
+
+    let mut alloc = OffsetAllocator::new(live);
+    let mut here: Vec<u32> = Vec::new();
+    let mut ids: Vec<BufferId> = Vec::new();
+    for rank in order {
+        here.clear();
+        unplaced.take_stab(rank, &mut here);
+        ids.clear();
+        ids.extend(
+            here.iter()
+                .map(|&i| BufferId(i))
+                .filter(|&id| alloc.offset(id).is_none()),
+        );
+        ids.sort_unstable_by_key(|&id| live.size_order_key(id));
+        for &id in &ids {
+            alloc.place(id)?;
+        }
+    }
+    alloc.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{brute_is_valid, seed_003_example};
+    use super::super::{BufferRequest, PlanInput, analyze};
+    use super::*;
+
+    const KB: usize = 1024;
+
+    #[test]
+    fn seed_003_by_size_and_by_breadth() {
+        let live = analyze(&seed_003_example()).unwrap();
+        assert_eq!(
+            greedy_by_size(&live).unwrap(),
+            vec![0, 180 * KB, 100 * KB, 0]
+        );
+        assert_eq!(
+            greedy_by_breadth(&live).unwrap(),
+            vec![0, 180 * KB, 100 * KB, 0]
+        );
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_gap_that_fits() {
+        // Four long-lived walls with holes of 512 (low) and 256 (high) between
+        // them, made by short buffers that die before the probe arrives.
+        let mut input = PlanInput::new(3);
+        input.push(BufferRequest::new("wall0", 1024, 0, vec![2])); // 0..1024
+        input.push(BufferRequest::new("hole512", 512, 0, vec![0])); // 1024..1536
+        input.push(BufferRequest::new("wall1", 512, 0, vec![2])); // 1536..2048
+        input.push(BufferRequest::new("hole256", 256, 0, vec![0])); // 2048..2304
+        input.push(BufferRequest::new("wall2", 256, 0, vec![2])); // 2304..2560
+        input.push(BufferRequest::new("probe", 256, 1, vec![2]));
+        let live = analyze(&input).unwrap();
+        let mut alloc = OffsetAllocator::new(&live);
+        for (id, want) in [(0, 0), (1, 1024), (2, 1536), (3, 2048), (4, 2304)] {
+            assert_eq!(alloc.place(BufferId(id)).unwrap(), want);
+        }
+        // Both holes fit the probe; the 256-byte one is the best fit.
+        assert_eq!(alloc.place(BufferId(5)).unwrap(), 2048);
+        // Placing again is a no-op.
+        assert_eq!(alloc.place(BufferId(5)).unwrap(), 2048);
+        assert!(matches!(
+            alloc.place(BufferId(99)),
+            Err(PlanError::UnknownBuffer { .. })
+        ));
+        let offsets = alloc.finish().unwrap();
+        assert!(brute_is_valid(&input, &offsets));
+    }
+
+    #[test]
+    fn with_no_gap_it_goes_on_top_of_the_highest_conflict() {
+        let mut input = PlanInput::new(2);
+        input.push(BufferRequest::new("low", 256, 0, vec![1]));
+        input.push(BufferRequest::new("high", 256, 0, vec![1]));
+        input.push(BufferRequest::new("late", 256, 1, vec![]));
+        input.alignment = 256;
+        let live = analyze(&input).unwrap();
+        assert_eq!(greedy_by_size(&live).unwrap(), vec![0, 256, 512]);
+    }
+
+    #[test]
+    fn breadth_can_beat_size() {
+        // `late` is the largest, so by size it goes in first, at 0, and pushes
+        // `x` (which meets it at step 2) above it. By breadth, the peak step 0
+        // (x + y + z = 1000 bytes) is laid out first and reaches the lower bound.
+        let mut input = PlanInput::new(4);
+        input.alignment = 1;
+        input.push(BufferRequest::new("x", 400, 0, vec![2]));
+        input.push(BufferRequest::new("y", 300, 0, vec![1]));
+        input.push(BufferRequest::new("z", 300, 0, vec![]));
+        input.push(BufferRequest::new("late", 500, 2, vec![3]));
+        let live = analyze(&input).unwrap();
+        assert_eq!(live.lower_bound_bytes, 1000);
+        let by_size = greedy_by_size(&live).unwrap();
+        let by_breadth = greedy_by_breadth(&live).unwrap();
+        assert_eq!(by_size, vec![500, 0, 900, 0]);
+        assert_eq!(by_breadth, vec![0, 400, 700, 400]);
+        assert!(brute_is_valid(&input, &by_size));
+        assert!(brute_is_valid(&input, &by_breadth));
+        let plan = crate::plan::plan(&input).unwrap();
+        assert_eq!(plan.strategy, "greedy-by-breadth");
+        assert_eq!(plan.arena_bytes, 1000);
+        assert_eq!(plan.strategies[0], ("greedy-by-size", 1200));
+    }
+}

@@ -1,0 +1,366 @@
+//! Pass 5: reports of a plan, for people (`text_report`, in the spirit of seed
+//! 000's printed report) and for tools (`json_report`).
+//!
+//! Both print the arena beside the naive total and the liveness lower bound: the
+//! bound says how much of the gap to naive is the planner's doing and how much
+//! is left to win only by aliasing or rescheduling. Neither trusts `plan` to
+//! match `input`: a missing entry prints as `?` (text) or `null` (JSON).
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use super::{MemoryPlan, PlanInput};
+
+/// A table of buffers (name, size, offset, end, live steps, kind, writer), then
+/// the totals: naive bytes, lower bound, arena, saving vs naive, arena / lower
+/// bound, and every strategy's arena.
+pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Memory plan: {} buffers over {} steps, alignment {} B",
+        input.buffers.len(),
+        input.steps,
+        plan.alignment
+    );
+    out.push('\n');
+
+    let mut table = Table::new(&[
+        ("#", Align::Right),
+        ("name", Align::Left),
+        ("size", Align::Right),
+        ("offset", Align::Right),
+        ("end", Align::Right),
+        ("live", Align::Left),
+        ("kind", Align::Left),
+        ("written by", Align::Left),
+    ]);
+    for (i, buffer) in input.buffers.iter().enumerate() {
+        let offset = plan.offsets.get(i).copied();
+        let end = offset
+            .zip(plan.aligned_sizes.get(i).copied())
+            .and_then(|(o, s)| o.checked_add(s));
+        let live = plan
+            .lifetimes
+            .get(i)
+            .map_or_else(|| "?".to_string(), |l| format!("{}..{}", l.first, l.last));
+        let kind = if buffer.scratch {
+            "scratch"
+        } else if buffer.live_to_end {
+            "output"
+        } else {
+            ""
+        };
+        table.row(vec![
+            i.to_string(),
+            buffer.name.clone(),
+            buffer.size.to_string(),
+            opt(offset),
+            opt(end),
+            live,
+            kind.to_string(),
+            input.step_name(buffer.def),
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
+
+    let bytes = |b: usize| match b {
+        0..1024 => format!("{b} B"),
+        _ => format!("{b} B ({})", human(b)),
+    };
+    let peak = match plan.peak_step {
+        Some(step) => format!(", at step {step} `{}`", input.step_name(step)),
+        None => String::new(),
+    };
+    let mut totals = Table::new(&[("", Align::Left), ("", Align::Left)]);
+    totals.row(vec!["naive (no reuse)".into(), bytes(plan.naive_bytes)]);
+    totals.row(vec![
+        "lower bound".into(),
+        format!("{}{peak}", bytes(plan.lower_bound_bytes)),
+    ]);
+    totals.row(vec![
+        "arena".into(),
+        format!("{}, by {}", bytes(plan.arena_bytes), plan.strategy),
+    ]);
+    totals.row(vec![
+        "saving vs naive".into(),
+        ratio(
+            plan.naive_bytes as f64 - plan.arena_bytes as f64,
+            plan.naive_bytes,
+        )
+        .map_or_else(|| "n/a".into(), |r| format!("{:.2} %", 100.0 * r)),
+    ]);
+    totals.row(vec![
+        "arena / lower bound".into(),
+        ratio(plan.arena_bytes as f64, plan.lower_bound_bytes)
+            .map_or_else(|| "n/a".into(), |r| format!("{r:.3}")),
+    ]);
+    out.push_str(&totals.render_headless());
+
+    out.push_str("\nStrategies:\n");
+    let mut strategies = Table::new(&[
+        ("", Align::Left),
+        ("", Align::Right),
+        ("", Align::Left),
+        ("", Align::Left),
+    ]);
+    let mut chosen = false;
+    for &(name, arena) in &plan.strategies {
+        let mark = if !chosen && name == plan.strategy && arena == plan.arena_bytes {
+            chosen = true;
+            "<- chosen"
+        } else {
+            ""
+        };
+        strategies.row(vec![
+            name.into(),
+            format!("{arena} B"),
+            if arena < 1024 {
+                String::new()
+            } else {
+                format!("({})", human(arena))
+            },
+            mark.into(),
+        ]);
+    }
+    out.push_str(&strategies.render_headless());
+    out
+}
+
+/// The plan as JSON: `alignment`, `steps`, `arena_bytes`, `naive_bytes`,
+/// `lower_bound_bytes`, `peak_step`, `strategy`, `strategies: [{name,
+/// arena_bytes}]` and `tensors: [{name, offset, size, aligned_size, first,
+/// last}]`, with `"scratch": true` on scratch tensors and `"output": true` on
+/// live-to-end ones.
+pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
+    let tensors: Vec<Value> = input
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, buffer)| {
+            let life = plan.lifetimes.get(i);
+            let mut tensor = json!({
+                "name": buffer.name,
+                "offset": plan.offsets.get(i),
+                "size": buffer.size,
+                "aligned_size": plan.aligned_sizes.get(i),
+                "first": life.map(|l| l.first),
+                "last": life.map(|l| l.last),
+            });
+            if buffer.scratch {
+                tensor["scratch"] = Value::Bool(true);
+            }
+            if buffer.live_to_end {
+                tensor["output"] = Value::Bool(true);
+            }
+            tensor
+        })
+        .collect();
+    let strategies: Vec<Value> = plan
+        .strategies
+        .iter()
+        .map(|&(name, arena_bytes)| json!({ "name": name, "arena_bytes": arena_bytes }))
+        .collect();
+    json!({
+        "alignment": plan.alignment,
+        "steps": input.steps,
+        "arena_bytes": plan.arena_bytes,
+        "naive_bytes": plan.naive_bytes,
+        "lower_bound_bytes": plan.lower_bound_bytes,
+        "peak_step": plan.peak_step,
+        "strategy": plan.strategy,
+        "strategies": strategies,
+        "tensors": tensors,
+    })
+}
+
+fn opt(value: Option<usize>) -> String {
+    value.map_or_else(|| "?".into(), |v| v.to_string())
+}
+
+/// `num / den`, or None when `den` is 0.
+fn ratio(num: f64, den: usize) -> Option<f64> {
+    (den > 0).then(|| num / den as f64)
+}
+
+/// Bytes in binary units with two decimals: `230.00 KiB`.
+pub fn human(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// A plain-text table with columns padded to their widest cell.
+struct Table {
+    headers: Vec<(&'static str, Align)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(headers: &[(&'static str, Align)]) -> Self {
+        Self {
+            headers: headers.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn widths(&self, with_header: bool) -> Vec<usize> {
+        self.headers
+            .iter()
+            .enumerate()
+            .map(|(c, (h, _))| {
+                let cells = self.rows.iter().filter_map(|r| r.get(c));
+                let widest = cells.map(|s| s.chars().count()).max().unwrap_or(0);
+                if with_header {
+                    widest.max(h.chars().count())
+                } else {
+                    widest
+                }
+            })
+            .collect()
+    }
+
+    fn line(&self, cells: &[String], widths: &[usize], out: &mut String) {
+        let mut line = String::from("  ");
+        for (c, (&(_, align), &width)) in self.headers.iter().zip(widths).enumerate() {
+            let cell = cells.get(c).map_or("", String::as_str);
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let _ = match align {
+                Align::Left => write!(line, "{cell:<width$}"),
+                Align::Right => write!(line, "{cell:>width$}"),
+            };
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+
+    fn render(&self) -> String {
+        let widths = self.widths(true);
+        let mut out = String::new();
+        let header: Vec<String> = self.headers.iter().map(|(h, _)| h.to_string()).collect();
+        self.line(&header, &widths, &mut out);
+        for row in &self.rows {
+            self.line(row, &widths, &mut out);
+        }
+        out
+    }
+
+    fn render_headless(&self) -> String {
+        let widths = self.widths(false);
+        let mut out = String::new();
+        for row in &self.rows {
+            self.line(row, &widths, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::seed_003_example;
+    use super::super::{BufferRequest, PlanInput, plan};
+    use super::*;
+
+    #[test]
+    fn text_report_of_seed_003() {
+        let mut input = seed_003_example();
+        input.push(BufferRequest::scratch("im2col", 1000, 4));
+        let plan = plan(&input).unwrap();
+        let text = text_report(&input, &plan);
+        let expected = "\
+Memory plan: 5 buffers over 15 steps, alignment 256 B
+
+  #  name      size  offset     end  live    kind     written by
+  0  T1      102400       0  102400  0..9             op0
+  1  T2       51200  184320  235520  2..11            op2
+  2  T3       81920  102400  184320  3..7             op3
+  3  T4      102400       0  102400  10..14  output   op10
+  4  im2col    1000  235520  236544  4..4    scratch  op4
+
+  naive (no reuse)     338944 B (331.00 KiB)
+  lower bound          236544 B (231.00 KiB), at step 4 `op4`
+  arena                236544 B (231.00 KiB), by greedy-by-size
+  saving vs naive      30.21 %
+  arena / lower bound  1.000
+
+Strategies:
+  greedy-by-size     236544 B  (231.00 KiB)  <- chosen
+  greedy-by-breadth  236544 B  (231.00 KiB)
+  pools              236544 B  (231.00 KiB)
+";
+        assert_eq!(text, expected, "got:\n{text}");
+    }
+
+    #[test]
+    fn json_report_of_seed_003() {
+        let mut input = seed_003_example();
+        input.push(BufferRequest::scratch("im2col", 1000, 4));
+        let plan = plan(&input).unwrap();
+        let json = json_report(&input, &plan);
+        assert_eq!(json["arena_bytes"], 236544);
+        assert_eq!(json["naive_bytes"], 338944);
+        assert_eq!(json["lower_bound_bytes"], 236544);
+        assert_eq!(json["alignment"], 256);
+        assert_eq!(json["strategy"], "greedy-by-size");
+        assert_eq!(json["strategies"][2]["name"], "pools");
+        assert_eq!(json["strategies"][2]["arena_bytes"], 236544);
+        let tensors = json["tensors"].as_array().unwrap();
+        assert_eq!(tensors.len(), 5);
+        assert_eq!(
+            tensors[2],
+            json!({"name": "T3", "offset": 102400, "size": 81920,
+                   "aligned_size": 81920, "first": 3, "last": 7})
+        );
+        assert_eq!(tensors[3]["output"], true);
+        assert_eq!(tensors[4]["scratch"], true);
+        assert!(tensors[0].get("scratch").is_none());
+    }
+
+    #[test]
+    fn reports_of_an_empty_or_mismatched_plan_do_not_panic() {
+        let empty = PlanInput::new(0);
+        let p = plan(&empty).unwrap();
+        let text = text_report(&empty, &p);
+        assert!(text.contains("saving vs naive      n/a"), "{text}");
+        assert!(text.contains("arena / lower bound  n/a"), "{text}");
+        // A plan for another input: missing entries print as ? / null.
+        let input = seed_003_example();
+        let text = text_report(&input, &p);
+        assert!(text.contains("  0  T1    102400       ?    ?  ?"), "{text}");
+        assert!(text.contains("  naive (no reuse)     0 B\n"), "{text}");
+        let json = json_report(&input, &p);
+        assert_eq!(json["tensors"][0]["offset"], Value::Null);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1024), "1.00 KiB");
+        assert_eq!(human(230 * 1024), "230.00 KiB");
+        assert_eq!(human(3 << 30), "3.00 GiB");
+        assert_eq!(human(usize::MAX), "16384.00 PiB");
+    }
+}

@@ -1,0 +1,436 @@
+//! Pass 4: an independent checker for any [`MemoryPlan`] against its input
+//! (regalloc2's `checker.rs` in spirit).
+//!
+//! It shares no code with the planner beyond the data types: lifetimes, aligned
+//! sizes and totals are recomputed here from the [`PlanInput`] by their
+//! definitions, and the no-overlap property is checked by a sweep over time, so
+//! a bug in liveness or in a strategy cannot hide itself. O(n log n).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use super::{Lifetime, MemoryPlan, PlanError, PlanInput};
+
+/// Checks that `plan` is a correct plan for `input`:
+///
+/// - the plan has one offset, lifetime and aligned size per buffer, and they are
+///   the ones the input defines;
+/// - every offset is a multiple of the alignment, every buffer ends inside the
+///   arena, and `arena_bytes` is exactly the largest end;
+/// - `naive_bytes` and `lower_bound_bytes` are the input's;
+/// - no two buffers with intersecting lifetimes share a byte.
+pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
+    let alignment = input.alignment;
+    if alignment == 0 || alignment & (alignment - 1) != 0 {
+        return Err(PlanError::BadAlignment { alignment });
+    }
+    if plan.alignment != alignment {
+        return Err(PlanError::AlignmentMismatch {
+            expected: alignment,
+            found: plan.alignment,
+        });
+    }
+    let n = input.buffers.len();
+    for (what, found) in [
+        ("offsets", plan.offsets.len()),
+        ("lifetimes", plan.lifetimes.len()),
+        ("aligned sizes", plan.aligned_sizes.len()),
+    ] {
+        if found != n {
+            return Err(PlanError::PlanShape {
+                what,
+                expected: n,
+                found,
+            });
+        }
+    }
+
+    // Per buffer: recompute, compare, and check placement against the arena.
+    let mut sizes = Vec::with_capacity(n);
+    let mut lifetimes = Vec::with_capacity(n);
+    let mut naive = 0usize;
+    let mut max_end = 0usize;
+    for (i, buffer) in input.buffers.iter().enumerate() {
+        let life = expected_lifetime(input, i)?;
+        let size = buffer
+            .size
+            .div_ceil(alignment)
+            .checked_mul(alignment)
+            .ok_or_else(|| PlanError::Overflow {
+                what: format!("size of buffer `{}` rounded up to {alignment}", buffer.name),
+            })?;
+        if plan.lifetimes[i] != life {
+            return Err(mismatch(input, i, "lifetime", life, plan.lifetimes[i]));
+        }
+        if plan.aligned_sizes[i] != size {
+            return Err(mismatch(input, i, "aligned size", size, plan.aligned_sizes[i]));
+        }
+        naive = naive.checked_add(size).ok_or_else(|| PlanError::Overflow {
+            what: "total size of all buffers".to_string(),
+        })?;
+        let offset = plan.offsets[i];
+        if offset % alignment != 0 {
+            return Err(PlanError::Misaligned {
+                buffer: buffer.name.clone(),
+                offset,
+                alignment,
+            });
+        }
+        // Zero-size buffers too must not point past the arena: code slicing
+        // `arena[offset..offset]` would panic.
+        match offset.checked_add(size) {
+            Some(end) if end <= plan.arena_bytes => {
+                if size > 0 {
+                    max_end = max_end.max(end);
+                }
+            }
+            end => {
+                return Err(PlanError::OutOfArena {
+                    buffer: buffer.name.clone(),
+                    offset,
+                    end: end.unwrap_or(usize::MAX),
+                    arena_bytes: plan.arena_bytes,
+                });
+            }
+        }
+        sizes.push(size);
+        lifetimes.push(life);
+    }
+    // Overlaps first: of all the ways a plan can be wrong, they corrupt data.
+    check_no_overlap(input, plan, &lifetimes, &sizes)?;
+    check_total("arena_bytes", plan.arena_bytes, max_end)?;
+    check_total("naive_bytes", plan.naive_bytes, naive)?;
+    check_total(
+        "lower_bound_bytes",
+        plan.lower_bound_bytes,
+        peak_live_bytes(&lifetimes, &sizes),
+    )
+}
+
+/// The lifetime buffer `i` must have, by definition.
+fn expected_lifetime(input: &PlanInput, i: usize) -> Result<Lifetime, PlanError> {
+    let b = &input.buffers[i];
+    let name = || b.name.clone();
+    if b.def >= input.steps {
+        return Err(PlanError::DefOutOfRange {
+            buffer: name(),
+            def: b.def,
+            steps: input.steps,
+        });
+    }
+    if let Some(&step) = b.uses.iter().find(|&&u| u >= input.steps) {
+        return Err(PlanError::UseOutOfRange {
+            buffer: name(),
+            step,
+            steps: input.steps,
+        });
+    }
+    if let Some(&step) = b.uses.iter().find(|&&u| u < b.def) {
+        return Err(PlanError::UseBeforeDef {
+            buffer: name(),
+            step,
+            def: b.def,
+        });
+    }
+    let last_use = b.uses.iter().copied().max().unwrap_or(b.def).max(b.def);
+    if b.scratch {
+        if b.live_to_end {
+            return Err(PlanError::ScratchLiveToEnd { buffer: name() });
+        }
+        if last_use != b.def {
+            return Err(PlanError::ScratchUsedLater {
+                buffer: name(),
+                def: b.def,
+                step: last_use,
+            });
+        }
+    }
+    let last = if b.live_to_end {
+        input.steps - 1
+    } else {
+        last_use
+    };
+    Ok(Lifetime::new(b.def, last))
+}
+
+fn mismatch(
+    input: &PlanInput,
+    i: usize,
+    what: &'static str,
+    expected: impl ToString,
+    found: impl ToString,
+) -> PlanError {
+    PlanError::Mismatch {
+        buffer: input.buffers[i].name.clone(),
+        what,
+        expected: expected.to_string(),
+        found: found.to_string(),
+    }
+}
+
+fn check_total(what: &'static str, claimed: usize, actual: usize) -> Result<(), PlanError> {
+    if claimed == actual {
+        Ok(())
+    } else {
+        Err(PlanError::TotalMismatch {
+            what,
+            claimed,
+            actual,
+        })
+    }
+}
+
+/// max over steps of live bytes, from +size/−size events sorted by time (a
+/// buffer dying at `last` frees its bytes at `last + 1`).
+fn peak_live_bytes(lifetimes: &[Lifetime], sizes: &[usize]) -> usize {
+    // (time, is_birth, size): at equal times deaths (false) sort before births.
+    let mut events: Vec<(usize, bool, usize)> = Vec::with_capacity(2 * lifetimes.len());
+    for (life, &size) in lifetimes.iter().zip(sizes) {
+        if size > 0 {
+            events.push((life.first, true, size));
+            // last + 1 may not exist when last == usize::MAX; then it never dies.
+            if let Some(t) = life.last.checked_add(1) {
+                events.push((t, false, size));
+            }
+        }
+    }
+    events.sort_unstable();
+    let (mut live, mut peak) = (0usize, 0usize);
+    for (_, birth, size) in events {
+        if birth {
+            live = live.saturating_add(size);
+            peak = peak.max(live);
+        } else {
+            live = live.saturating_sub(size);
+        }
+    }
+    peak
+}
+
+/// Sweep over time in order of first step, keeping the byte ranges of the live
+/// buffers in a map keyed by offset. Live ranges are pairwise disjoint (else we
+/// have already failed), so a new range can only hit its predecessor or its
+/// successor in the map.
+fn check_no_overlap(
+    input: &PlanInput,
+    plan: &MemoryPlan,
+    lifetimes: &[Lifetime],
+    sizes: &[usize],
+) -> Result<(), PlanError> {
+    let planned: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] > 0).collect();
+    let mut by_first = planned.clone();
+    by_first.sort_unstable_by_key(|&i| (lifetimes[i].first, i));
+    let mut by_last = planned;
+    by_last.sort_unstable_by_key(|&i| (lifetimes[i].last, i));
+
+    // End of buffer i; cannot overflow, checked against the arena above.
+    let end = |i: usize| plan.offsets[i] + sizes[i];
+    let mut live: BTreeMap<usize, usize> = BTreeMap::new(); // offset -> buffer
+    let mut dead = by_last.iter().peekable();
+    for &i in &by_first {
+        let now = lifetimes[i].first;
+        while let Some(&&j) = dead.peek() {
+            if lifetimes[j].last >= now {
+                break;
+            }
+            if live.get(&plan.offsets[j]) == Some(&j) {
+                live.remove(&plan.offsets[j]);
+            }
+            dead.next();
+        }
+        let offset = plan.offsets[i];
+        let below = live.range(..=offset).next_back();
+        let above = live
+            .range((Bound::Excluded(offset), Bound::Unbounded))
+            .next();
+        for (&other_offset, &j) in below.into_iter().chain(above) {
+            if other_offset < end(i) && offset < end(j) {
+                let (a, b) = (i.min(j), i.max(j));
+                return Err(PlanError::Overlap {
+                    a: input.buffers[a].name.clone(),
+                    a_life: lifetimes[a],
+                    a_offset: plan.offsets[a],
+                    a_end: end(a),
+                    b: input.buffers[b].name.clone(),
+                    b_life: lifetimes[b],
+                    b_offset: plan.offsets[b],
+                    b_end: end(b),
+                });
+            }
+        }
+        live.insert(offset, i);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::seed_003_example;
+    use super::super::{BufferRequest, PlanInput, plan};
+    use super::*;
+
+    const KB: usize = 1024;
+
+    #[test]
+    fn accepts_the_planners_result() {
+        let input = seed_003_example();
+        validate(&input, &plan(&input).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn rejects_an_overlap_and_names_both_buffers() {
+        let input = seed_003_example();
+        let mut bad = plan(&input).unwrap();
+        bad.offsets[1] = 64 * KB; // T2 onto T1, both live at steps 2..=9
+        let err = validate(&input, &bad).unwrap_err();
+        assert_eq!(
+            err,
+            PlanError::Overlap {
+                a: "T1".into(),
+                a_life: Lifetime::new(0, 9),
+                a_offset: 0,
+                a_end: 100 * KB,
+                b: "T2".into(),
+                b_life: Lifetime::new(2, 11),
+                b_offset: 64 * KB,
+                b_end: 114 * KB,
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "invalid memory plan: buffers `T1` (steps 0..=9, bytes 0..102400) and `T2` \
+             (steps 2..=11, bytes 65536..116736) are live at the same time and share bytes"
+        );
+    }
+
+    #[test]
+    fn rejects_equal_offsets_of_conflicting_buffers_but_not_of_disjoint_ones() {
+        let input = seed_003_example();
+        let mut bad = plan(&input).unwrap();
+        bad.offsets[2] = 0; // T3 onto T1
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::Overlap { .. })
+        ));
+        // T4 and T1 share offset 0 legitimately: T1 is dead by step 10.
+        let good = plan(&input).unwrap();
+        assert_eq!(good.offsets[0], good.offsets[3]);
+    }
+
+    #[test]
+    fn rejects_misalignment() {
+        let input = seed_003_example();
+        let mut bad = plan(&input).unwrap();
+        bad.offsets[3] = 128;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::Misaligned { offset: 128, .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_a_buffer_outside_the_arena() {
+        let input = seed_003_example();
+        let mut bad = plan(&input).unwrap();
+        bad.offsets[1] = 230 * KB;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::OutOfArena { .. })
+        ));
+        bad.offsets[1] = usize::MAX - 255;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::OutOfArena { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_wrong_totals_and_shapes() {
+        let input = seed_003_example();
+        let good = plan(&input).unwrap();
+
+        let mut bad = good.clone();
+        bad.arena_bytes += 256; // room to spare is still a lie
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::TotalMismatch { what: "arena_bytes", .. })
+        ));
+        let mut bad = good.clone();
+        bad.lower_bound_bytes -= 256;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::TotalMismatch { what: "lower_bound_bytes", .. })
+        ));
+        let mut bad = good.clone();
+        bad.naive_bytes = 0;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::TotalMismatch { what: "naive_bytes", .. })
+        ));
+        let mut bad = good.clone();
+        bad.offsets.pop();
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::PlanShape { what: "offsets", .. })
+        ));
+        let mut bad = good.clone();
+        bad.lifetimes[3] = Lifetime::new(11, 14); // would hide T4's clash with T2
+        bad.offsets[3] = bad.offsets[1];
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::Mismatch { what: "lifetime", .. })
+        ));
+        let mut bad = good.clone();
+        bad.aligned_sizes[0] = 1;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::Mismatch { what: "aligned size", .. })
+        ));
+        let mut bad = good;
+        bad.alignment = 512;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::AlignmentMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_inputs_without_panicking() {
+        let good_input = seed_003_example();
+        let good = plan(&good_input).unwrap();
+        let mut input = good_input.clone();
+        input.buffers[0].def = 99;
+        assert!(matches!(
+            validate(&input, &good),
+            Err(PlanError::DefOutOfRange { .. })
+        ));
+        let mut input = good_input.clone();
+        input.alignment = 0;
+        assert!(matches!(
+            validate(&input, &good),
+            Err(PlanError::BadAlignment { .. })
+        ));
+        let mut input = good_input;
+        input.buffers.push(BufferRequest::new("extra", 1, 0, vec![]));
+        assert!(matches!(
+            validate(&input, &good),
+            Err(PlanError::PlanShape { .. })
+        ));
+    }
+
+    #[test]
+    fn zero_size_buffers_may_sit_anywhere_inside_the_arena() {
+        let mut input = PlanInput::new(1);
+        input.push(BufferRequest::new("a", 256, 0, vec![]));
+        input.push(BufferRequest::new("empty", 0, 0, vec![]));
+        let mut p = plan(&input).unwrap();
+        assert_eq!(p.offsets, vec![0, 0]);
+        p.offsets[1] = 256; // on a live buffer's end: shares no byte
+        validate(&input, &p).unwrap();
+        p.offsets[1] = 512;
+        assert!(matches!(
+            validate(&input, &p),
+            Err(PlanError::OutOfArena { .. })
+        ));
+    }
+}

@@ -1,0 +1,286 @@
+//! Elementwise kernels: unary maps, broadcasting binary ops, and the fused activation
+//! and bias stage that producing kernels (convolution, Gemm) run on their output.
+//!
+//! Each op is written once, as a scalar closure; the `with_unary!`/`with_binary!`
+//! macros pick the closure for the op outside the loop, so every loop is compiled per
+//! op (and vectorised) instead of matching on the op per element.
+
+use super::index::{Layout, contiguous_strides, extent};
+use super::simd::{self, vectorize};
+use crate::params::{Activation, Binary, Broadcast, Unary};
+
+/// Expands `$body` with `$f` bound to the scalar function of the unary op `$op`.
+macro_rules! with_unary {
+    ($op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            Unary::Relu => {
+                let $f = |x: f32| x.max(0.0);
+                $body
+            }
+            Unary::LeakyRelu { alpha } => {
+                let $f = move |x: f32| if x < 0.0 { alpha * x } else { x };
+                $body
+            }
+            Unary::Sigmoid => {
+                let $f = simd::sigmoid;
+                $body
+            }
+            Unary::Tanh => {
+                let $f = simd::tanh;
+                $body
+            }
+            Unary::Clip { min, max } => {
+                let $f = move |x: f32| x.max(min).min(max);
+                $body
+            }
+            Unary::Exp => {
+                let $f = simd::exp;
+                $body
+            }
+            Unary::Neg => {
+                let $f = |x: f32| -x;
+                $body
+            }
+            Unary::Abs => {
+                let $f = f32::abs;
+                $body
+            }
+            Unary::Sqrt => {
+                let $f = f32::sqrt;
+                $body
+            }
+        }
+    };
+}
+
+/// Expands `$body` with `$f` bound to the scalar function of the binary op `$op`.
+macro_rules! with_binary {
+    ($op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            Binary::Add => {
+                let $f = |a: f32, b: f32| a + b;
+                $body
+            }
+            Binary::Sub => {
+                let $f = |a: f32, b: f32| a - b;
+                $body
+            }
+            Binary::Mul => {
+                let $f = |a: f32, b: f32| a * b;
+                $body
+            }
+            Binary::Div => {
+                let $f = |a: f32, b: f32| a / b;
+                $body
+            }
+            Binary::Max => {
+                let $f = f32::max;
+                $body
+            }
+            Binary::Min => {
+                let $f = f32::min;
+                $body
+            }
+        }
+    };
+}
+
+/// The unary op a fused activation applies, if any.
+fn activation_op(a: Activation) -> Option<Unary> {
+    match a {
+        Activation::None => None,
+        Activation::Relu => Some(Unary::Relu),
+        Activation::LeakyRelu { alpha } => Some(Unary::LeakyRelu { alpha }),
+        Activation::Clip { min, max } => Some(Unary::Clip { min, max }),
+        Activation::Sigmoid => Some(Unary::Sigmoid),
+    }
+}
+
+/// The output stage of a producing kernel: `y = act(y + bias)` in one pass, called
+/// per output channel while the channel is still in cache.
+#[inline(always)]
+pub(crate) fn bias_activate(act: Activation, bias: f32, y: &mut [f32]) {
+    match activation_op(act) {
+        None if bias == 0.0 => {}
+        None => y.iter_mut().for_each(|v| *v += bias),
+        Some(op) => with_unary!(op, |f| y.iter_mut().for_each(|v| *v = f(*v + bias))),
+    }
+}
+
+/// `y = act(y)`, for kernels whose output has no per-channel bias.
+pub(crate) fn activate(act: Activation, y: &mut [f32]) {
+    if act != Activation::None {
+        vectorize(|| bias_activate(act, 0.0, y));
+    }
+}
+
+pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), y.len(), "unary: X and Y differ in length");
+    vectorize(|| with_unary!(op, |f| map_row(y, Row::Dense(x), Row::Splat(0.0), |x, _| f(x))));
+}
+
+pub fn unary_inplace(op: Unary, y: &mut [f32]) {
+    vectorize(|| with_unary!(op, |f| y.iter_mut().for_each(|v| *v = f(*v))));
+}
+
+pub fn binary(op: Binary, p: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]) {
+    with_binary!(op, |f| broadcast(p, Some(a), b, y, f))
+}
+
+/// `y = op(y, b)`; `p.a_strides` describe `y` itself (contiguous).
+pub fn binary_inplace(op: Binary, p: &Broadcast, y: &mut [f32], b: &[f32]) {
+    let shape = &p.shape[..p.rank];
+    assert_eq!(
+        p.a_strides[..p.rank],
+        contiguous_strides(shape)[..p.rank],
+        "binary_inplace: the output must be the contiguous left operand"
+    );
+    with_binary!(op, |f| broadcast(p, None, b, y, f))
+}
+
+/// `y = f(a, b)` under `p`'s broadcast; `a` is `None` when it is `y` itself.
+///
+/// The shape is simplified first, so a same-shape op becomes one contiguous run, a
+/// scalar operand a stride-0 run, and a per-channel operand one splat per row; the
+/// remaining outer dimensions are walked with an odometer.
+#[inline(always)]
+fn broadcast(
+    p: &Broadcast,
+    a: Option<&[f32]>,
+    b: &[f32],
+    y: &mut [f32],
+    f: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    assert!(p.rank <= crate::params::MAX_RANK, "broadcast: rank {}", p.rank);
+    let shape = &p.shape[..p.rank];
+    let len: usize = shape.iter().product();
+    assert_eq!(y.len(), len, "broadcast: Y does not match the shape");
+    if len == 0 {
+        return;
+    }
+    let (a_strides, b_strides) = (&p.a_strides[..p.rank], &p.b_strides[..p.rank]);
+    if let Some(a) = a {
+        assert_eq!(a.len(), extent(shape, a_strides), "broadcast: A");
+    }
+    assert_eq!(b.len(), extent(shape, b_strides), "broadcast: B");
+    let y_strides = contiguous_strides(shape);
+    let l = Layout::new(shape, [a_strides, b_strides, &y_strides[..p.rank]]);
+    let outer = l.rank.saturating_sub(1);
+    let n = if l.rank == 0 { 1 } else { l.shape[outer] };
+    let [sa, sb, _] = l.strides.map(|s| if l.rank == 0 { 0 } else { s[outer] });
+    vectorize(|| {
+        l.for_each(outer, |[oa, ob, oy]| {
+            let y = &mut y[oy..oy + n];
+            let rb = Row::strided(&b[ob..], sb, n);
+            match a {
+                Some(a) => map_row(y, Row::strided(&a[oa..], sa, n), rb, f),
+                None => map_row(y, Row::Out, rb, f),
+            }
+        })
+    });
+}
+
+/// Where one input run of an elementwise loop reads from, relative to the output run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Row<'a> {
+    /// As many contiguous elements as the output run.
+    Dense(&'a [f32]),
+    /// One value for every element (stride 0).
+    Splat(f32),
+    /// Elements `stride` apart, from the start of the slice.
+    Strided(&'a [f32], usize),
+    /// The output element itself (in-place ops).
+    Out,
+}
+
+impl<'a> Row<'a> {
+    /// The run of `n` elements starting at `data[0]`, `stride` apart, in its cheapest form.
+    #[inline(always)]
+    pub fn strided(data: &'a [f32], stride: usize, n: usize) -> Self {
+        match stride {
+            0 => Row::Splat(data[0]),
+            1 => Row::Dense(&data[..n]),
+            s => Row::Strided(&data[..(n - 1) * s + 1], s),
+        }
+    }
+}
+
+/// The per-element read of one [`Row`] form, monomorphised so the loop over a dense
+/// or splat run has no branches and vectorises.
+trait Fetch: Copy {
+    fn get(self, i: usize, out: f32) -> f32;
+}
+
+#[derive(Clone, Copy)]
+struct Dense<'a>(&'a [f32]);
+#[derive(Clone, Copy)]
+struct Splat(f32);
+#[derive(Clone, Copy)]
+struct Strided<'a>(&'a [f32], usize);
+#[derive(Clone, Copy)]
+struct Out;
+
+impl Fetch for Dense<'_> {
+    #[inline(always)]
+    fn get(self, i: usize, _: f32) -> f32 {
+        self.0[i]
+    }
+}
+impl Fetch for Splat {
+    #[inline(always)]
+    fn get(self, _: usize, _: f32) -> f32 {
+        self.0
+    }
+}
+impl Fetch for Strided<'_> {
+    #[inline(always)]
+    fn get(self, i: usize, _: f32) -> f32 {
+        self.0[i * self.1]
+    }
+}
+impl Fetch for Out {
+    #[inline(always)]
+    fn get(self, _: usize, out: f32) -> f32 {
+        out
+    }
+}
+
+/// Calls `$body` with `$g` bound to the [`Fetch`] form of the row `$row`.
+macro_rules! with_fetch {
+    ($row:expr, |$g:ident| $body:expr) => {
+        match $row {
+            Row::Dense(s) => {
+                let $g = Dense(s);
+                $body
+            }
+            Row::Splat(v) => {
+                let $g = Splat(v);
+                $body
+            }
+            Row::Strided(s, st) => {
+                let $g = Strided(s, st);
+                $body
+            }
+            Row::Out => {
+                let $g = Out;
+                $body
+            }
+        }
+    };
+}
+
+/// `y[i] = f(a[i], b[i])` over one run, for every combination of row forms.
+#[inline(always)]
+pub(crate) fn map_row(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
+    if let Row::Dense(s) = a {
+        assert_eq!(s.len(), y.len());
+    }
+    if let Row::Dense(s) = b {
+        assert_eq!(s.len(), y.len());
+    }
+    with_fetch!(a, |ga| with_fetch!(b, |gb| {
+        for (i, v) in y.iter_mut().enumerate() {
+            *v = f(ga.get(i, *v), gb.get(i, *v));
+        }
+    }))
+}

@@ -1,0 +1,170 @@
+//! Matrix products: ONNX `Gemm` and batched `MatMul`, and the one place that calls faer.
+//!
+//! Every kernel that multiplies matrices (convolution too) goes through [`sgemm`], so
+//! there is a single spot that knows faer's API, its sequential mode, and the register
+//! clean-up it needs afterwards.
+
+use super::elementwise::{Row, activate, map_row};
+use super::index::Layout;
+use crate::params::{Gemm, MatMul};
+
+/// One operand of [`sgemm`]: a row-major matrix stored in `data`, consecutive rows `ld`
+/// elements apart, used as it is stored or transposed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    pub data: &'a [f32],
+    pub ld: usize,
+    pub trans: bool,
+}
+
+impl<'a> Operand<'a> {
+    /// A plain (untransposed) row-major matrix.
+    pub fn rows(data: &'a [f32], ld: usize) -> Self {
+        Operand {
+            data,
+            ld,
+            trans: false,
+        }
+    }
+
+    /// The operand as a faer view of its logical `rows × cols` shape.
+    fn view(self, rows: usize, cols: usize) -> faer::MatRef<'a, f32> {
+        if self.trans {
+            faer::MatRef::from_row_major_slice_with_stride(self.data, cols, rows, self.ld)
+                .transpose()
+        } else {
+            faer::MatRef::from_row_major_slice_with_stride(self.data, rows, cols, self.ld)
+        }
+    }
+}
+
+/// `c = alpha * a * b`, or `c += alpha * a * b` when `accumulate`, where `a` is `m × k`,
+/// `b` is `k × n` and `c` is `m × n` row-major with rows `ldc` apart.
+///
+/// faer runs single-threaded here (the caller owns the threading decision) and, after a
+/// one-time thread-local packing buffer, allocates nothing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) {
+    let dst = faer::MatMut::from_row_major_slice_with_stride_mut(c, m, n, ldc);
+    let accum = if accumulate {
+        faer::Accum::Add
+    } else {
+        faer::Accum::Replace
+    };
+    faer::linalg::matmul::matmul(
+        dst,
+        accum,
+        a.view(m, k),
+        b.view(k, n),
+        alpha,
+        faer::Par::Seq,
+    );
+    clear_upper_registers();
+}
+
+/// faer's AVX micro-kernels can return with the upper halves of the vector registers
+/// dirty; on Intel cores the next legacy-SSE loop (this crate's baseline code) then pays
+/// a transition penalty on every instruction, measured at 24× on a Xeon. `vzeroupper`
+/// costs a cycle.
+#[inline]
+fn clear_upper_registers() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the only requirement of `_mm256_zeroupper` is the AVX feature, which
+        // was detected on this CPU just above.
+        unsafe { std::arch::x86_64::_mm256_zeroupper() }
+    }
+}
+
+/// ONNX `Gemm`: `y = act(alpha * op(a) * op(b) + beta * c)`, with `c` broadcast through
+/// `p.c_strides`. `c` is written into `y` first so the product can accumulate onto it.
+pub fn gemm(p: &Gemm, a: &[f32], b: &[f32], c: Option<&[f32]>, y: &mut [f32]) {
+    let Gemm { m, n, k, .. } = *p;
+    assert_eq!(a.len(), m * k, "gemm: A");
+    assert_eq!(b.len(), k * n, "gemm: B");
+    assert_eq!(y.len(), m * n, "gemm: Y");
+    let [c_row, c_col] = p.c_strides;
+    if let Some(c) = c {
+        let extent = if m * n == 0 {
+            c.len()
+        } else {
+            1 + (m - 1) * c_row + (n - 1) * c_col
+        };
+        assert_eq!(c.len(), extent, "gemm: C does not match its strides");
+    }
+    if y.is_empty() {
+        return;
+    }
+    let lhs = Operand {
+        data: a,
+        ld: if p.trans_a { m } else { k },
+        trans: p.trans_a,
+    };
+    let rhs = Operand {
+        data: b,
+        ld: if p.trans_b { k } else { n },
+        trans: p.trans_b,
+    };
+    let accumulate = match c {
+        Some(c) if p.beta != 0.0 => {
+            let beta = p.beta;
+            for (i, y_row) in y.chunks_exact_mut(n).enumerate() {
+                let c_row = Row::strided(&c[i * c_row..], c_col, n);
+                map_row(y_row, c_row, Row::Splat(0.0), |c, _| beta * c);
+            }
+            true
+        }
+        _ => false,
+    };
+    sgemm(m, n, k, p.alpha, lhs, rhs, y, n, accumulate);
+    activate(p.activation, y);
+}
+
+/// Batched `MatMul` with NumPy broadcasting over the batch dimensions.
+///
+/// When B is shared by every batch and A's matrices lie back to back (a linear layer
+/// over a `[batch, seq, features]` tensor), the batches are one taller product.
+pub fn matmul(p: &MatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
+    let MatMul { m, n, k, .. } = *p;
+    let rank = p.batch_rank;
+    let shape = &p.batch_shape[..rank];
+    let batches: usize = shape.iter().product();
+    assert_eq!(y.len(), batches * m * n, "matmul: Y");
+    if batches == 0 {
+        return;
+    }
+    let a_stride = &p.a_batch_strides[..rank];
+    let b_stride = &p.b_batch_strides[..rank];
+    let mats = |strides: &[usize]| -> usize {
+        1 + shape.iter().zip(strides).map(|(s, t)| (s - 1) * t).sum::<usize>()
+    };
+    assert_eq!(a.len(), mats(a_stride) * m * k, "matmul: A");
+    assert_eq!(b.len(), mats(b_stride) * k * n, "matmul: B");
+    if y.is_empty() {
+        return;
+    }
+    let layout = Layout::new(shape, [a_stride, b_stride]);
+    let b_shared = layout.strides[1][..layout.rank].iter().all(|&s| s == 0);
+    let a_contiguous = layout.rank == 0 || (layout.rank == 1 && layout.strides[0][0] == 1);
+    if b_shared && a_contiguous {
+        let rows = batches * m;
+        sgemm(rows, n, k, 1.0, Operand::rows(a, k), Operand::rows(b, n), y, n, false);
+        return;
+    }
+    let mut ys = y.chunks_exact_mut(m * n);
+    layout.for_each(layout.rank, |[oa, ob]| {
+        let (a, b) = (&a[oa * m * k..][..m * k], &b[ob * k * n..][..k * n]);
+        let y = ys.next().expect("one output matrix per batch index");
+        sgemm(m, n, k, 1.0, Operand::rows(a, k), Operand::rows(b, n), y, n, false);
+    });
+}

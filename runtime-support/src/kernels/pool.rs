@@ -1,0 +1,76 @@
+//! Pooling: 2-D max/average pooling over NCHW, and the mean over the innermost axis
+//! that GlobalAveragePool becomes.
+
+use super::simd::{self, vectorize};
+use super::window::{Window, accumulate};
+use crate::params::{Pool2d, PoolKind, ReduceMean};
+
+/// ONNX MaxPool / AveragePool. Windows are clipped to the input; a max over a window
+/// that lies wholly in the padding is `-inf`. The average divides by the number of
+/// taps inside the input (`count_include_pad = 0`) or inside the input and its pads
+/// (`= 1`; under `ceil_mode` a window can also run past the pads, and those positions
+/// are not counted, as in onnxruntime).
+pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
+    let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    assert_eq!(x.len(), p.n * p.c * plane_in, "pool2d: X");
+    assert_eq!(y.len(), p.n * p.c * plane_out, "pool2d: Y");
+    if y.is_empty() {
+        return;
+    }
+    let win = Window::new(
+        [p.h_in, p.w_in],
+        [p.h_out, p.w_out],
+        p.kernel,
+        p.stride,
+        p.dilation,
+        p.pads,
+    );
+    vectorize(|| {
+        for (x, y) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
+            for (oh, out) in y.chunks_exact_mut(p.w_out).enumerate() {
+                match p.kind {
+                    PoolKind::Max => {
+                        out.fill(f32::NEG_INFINITY);
+                        win.for_each_tap(x, oh, out, |_, out, input| {
+                            accumulate(out, input, f32::max)
+                        });
+                    }
+                    PoolKind::Average { count_include_pad } => {
+                        out.fill(0.0);
+                        win.for_each_tap(x, oh, out, |_, out, input| {
+                            accumulate(out, input, |o, v| o + v)
+                        });
+                        let count = |a: &super::window::Axis, o| {
+                            if count_include_pad {
+                                a.taps_inside_padded(o)
+                            } else {
+                                a.taps_inside(o).len()
+                            }
+                        };
+                        let rows = count(&win.h, oh);
+                        for (ow, v) in out.iter_mut().enumerate() {
+                            let n = rows * count(&win.w, ow);
+                            *v = if n == 0 { 0.0 } else { *v / n as f32 };
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `y[o] = mean(x[o * inner .. (o + 1) * inner])`.
+pub fn reduce_mean(p: &ReduceMean, x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), p.outer * p.inner, "reduce_mean: X");
+    assert_eq!(y.len(), p.outer, "reduce_mean: Y");
+    if p.inner == 0 {
+        y.fill(f32::NAN); // the mean of nothing, as 0.0 / 0.0
+        return;
+    }
+    let scale = 1.0 / p.inner as f32;
+    vectorize(|| {
+        for (v, row) in y.iter_mut().zip(x.chunks_exact(p.inner)) {
+            *v = simd::sum(row) * scale;
+        }
+    });
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Times onnxruntime on one model, as the peer of Kiln's benchmarks.
+
+    .venv/bin/python scripts/ort_bench.py MODEL.onnx INPUT.npy RUNS
+
+Runs the model on the CPU execution provider, single-threaded (intra_op_num_threads=1,
+inter_op_num_threads=1, ORT_SEQUENTIAL) with all graph optimisations, feeding INPUT.npy to
+the model's first input. After 3 warm-up runs it times RUNS runs and prints one JSON line
+on stdout:
+
+    {"median_ms": 12.3, "min_ms": 12.1, "runs": 20}
+
+Everything else (errors, onnxruntime's own log) goes to stderr; the exit status is
+non-zero on any error.
+"""
+
+import json
+import statistics
+import sys
+import time
+
+WARMUP = 3
+
+
+def main(argv: list) -> int:
+    if len(argv) != 4 or argv[1] in ("-h", "--help"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    model_path, input_path = argv[1], argv[2]
+    try:
+        runs = int(argv[3])
+    except ValueError:
+        runs = 0
+    if runs < 1:
+        print(f"ort_bench.py: RUNS must be a positive integer, got {argv[3]!r}", file=sys.stderr)
+        return 2
+
+    import numpy as np
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
+    x = np.load(input_path, allow_pickle=False)
+    feeds = {sess.get_inputs()[0].name: x}
+    # Only the model's own outputs are fetched; a model with extra outputs (random.onnx's
+    # logits) is timed as it is.
+    for _ in range(WARMUP):
+        sess.run(None, feeds)
+    times_ms = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        sess.run(None, feeds)
+        times_ms.append((time.perf_counter_ns() - t0) / 1e6)
+    result = {
+        "median_ms": round(statistics.median(times_ms), 4),
+        "min_ms": round(min(times_ms), 4),
+        "runs": runs,
+    }
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Exception as e:  # noqa: BLE001 -- one line on stderr, non-zero status
+        print(f"ort_bench.py: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -31,7 +31,7 @@ from onnx import helper, numpy_helper
 from onnx.backend.test.runner import Runner
 
 # Bump whenever anything that ends up in testdata/ changes; older folders are regenerated.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 # testdata folder name -> stem of the file in onnx/backend/test/data/light/
 MODELS = {
@@ -102,7 +102,7 @@ random.onnx
     their __SHAPE initializers are gone; the new initializers are listed as graph inputs in
     the place of the __SHAPE ones. Every other node, attribute and initializer, the node
     order, the opset and the IR version are unchanged, except the BatchNormalization
-    statistics (below). Values, by the role the consumer gives the tensor:
+    statistics and the scaling around LRN (below). Values, by the role the consumer gives the tensor:
       Conv weight [O, I/g, kh, kw]      N(0,1) * sqrt(2 / (I/g*kh*kw))
       Gemm weight (fan-in per transB)   N(0,1) * sqrt(2 / fan_in)
         (inception_v1 reshapes its Gemm weight first; the reshaped shape is used)
@@ -118,6 +118,13 @@ random.onnx
     one onnxruntime run of a stand-in model). Without it nothing is normalised and the
     residual nets' logits reach 1e5. Every BatchNormalization is calibrated, including the
     few whose statistics were real trained initializers (their scale and B are kept).
+    LRN (alexnet, zfnet512, inception_v1): with unit-scale activations an LRN would do
+    nothing (alpha/size * sum of squares ~ 1e-4), so the Conv before each LRN (through
+    ReLU/MaxPool) has its weight and bias multiplied by k and the Convs after it (through
+    MaxPool) their weight by 1/k, with k chosen so that alpha * k^2 * mean(t^2) = bias on
+    random_input_0.npy (meta.json: random_weights.lrn_scales; k is 37 to 100). The LRNs
+    then change the logits by 100% or more (a bias of 1 against an alpha not divided
+    by size: 18-57%). Real trained Conv biases scaled so are overridden initializers.
     The input of the final Softmax (the logits) is added as a second graph output, named
     as that tensor; the original output stays first. densenet121 has no Softmax: its
     single output already is the logits.
@@ -143,6 +150,13 @@ meta.json
     and the versions of the Python packages used.
 
 Tolerances: {tolerance}
+
+Do not use onnx.reference.ReferenceEvaluator (onnx {onnx_version}) as a second oracle for
+these opset-9 models: its LRN loops over the batch dimension instead of the channels,
+its BatchNormalization-9 blends in batch statistics (momentum defaults to 0.9 there),
+and its Softmax ignores opset < 13's flatten-to-2D semantics (squeezenet's [1,1000,1,1]
+output becomes all 1.0). onnxruntime agrees with a float64 transcription of the spec for
+LRN and BatchNormalization to ~1e-6.
 """
 
 
@@ -332,6 +346,8 @@ def make_random_model(
     All nodes are calibrated with one run of a copy of the model in which each of them is
     replaced by a stand-in that computes mu and s2 from its own input and then exactly what
     the calibrated node will compute on x (see calibration_stand_in).
+
+    Before that, each LRN is made to matter: see the comment at "LRN:" below.
     """
     m = onnx.ModelProto()
     m.CopyFrom(model)

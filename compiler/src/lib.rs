@@ -14,8 +14,10 @@ pub mod infer;
 pub mod ir;
 pub mod load;
 pub mod lower;
+pub mod npy;
 pub mod passes;
 pub mod plan;
+pub mod runner;
 pub mod window;
 
 pub use builder::Builder;

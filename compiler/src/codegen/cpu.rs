@@ -116,7 +116,6 @@ impl<'a> Emitter<'a> {
             })
             .collect();
         let in_idx: Vec<Literal> = (0..p.inputs.len()).map(us).collect();
-        let out_idx: Vec<Literal> = (0..p.outputs.len()).map(us).collect();
 
         let chunks: Vec<&[Step]> = p.steps.chunks(opts.steps_per_fn.max(1)).collect();
         let part_names: Vec<syn::Ident> = (0..chunks.len()).map(|i| format_ident!("part_{}", i)).collect();
@@ -128,6 +127,7 @@ impl<'a> Emitter<'a> {
                 Ok(quote! {
                     #[inline(never)]
                     fn #name(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena) -> Result<(), #rt::Error> {
+                        let _ = inputs;
                         #(#calls)*
                         Ok(())
                     }
@@ -258,7 +258,6 @@ impl<'a> Emitter<'a> {
             }
 
             fn execute(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena) -> Result<(), #rt::Error> {
-                let _ = (#(#out_idx,)*);
                 #(#part_names(w, inputs, arena)?;)*
                 Ok(())
             }

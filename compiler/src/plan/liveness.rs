@@ -230,7 +230,10 @@ pub(crate) fn lower_bound_dense(
     (best, peak)
 }
 
-pub(crate) fn lower_bound_sparse(lifetimes: &[Lifetime], sizes: &[usize]) -> (usize, Option<usize>) {
+pub(crate) fn lower_bound_sparse(
+    lifetimes: &[Lifetime],
+    sizes: &[usize],
+) -> (usize, Option<usize>) {
     let planned = || lifetimes.iter().zip(sizes).filter(|(_, s)| **s > 0);
     let mut starts: Vec<(usize, usize)> = planned().map(|(l, &s)| (l.first, s)).collect();
     let mut ends: Vec<(usize, usize)> = planned().map(|(l, &s)| (l.last, s)).collect();

@@ -244,19 +244,25 @@ pub enum PlanError {
     StepNames { steps: usize, names: usize },
     #[error("memory plan: {count} buffers is more than the {max} a BufferId can number")]
     TooManyBuffers { count: usize, max: usize },
-    #[error("memory plan: buffer `{buffer}` is written at step {def}, but there are only {steps} steps")]
+    #[error(
+        "memory plan: buffer `{buffer}` is written at step {def}, but there are only {steps} steps"
+    )]
     DefOutOfRange {
         buffer: String,
         def: usize,
         steps: usize,
     },
-    #[error("memory plan: buffer `{buffer}` is read at step {step}, but there are only {steps} steps")]
+    #[error(
+        "memory plan: buffer `{buffer}` is read at step {step}, but there are only {steps} steps"
+    )]
     UseOutOfRange {
         buffer: String,
         step: usize,
         steps: usize,
     },
-    #[error("memory plan: buffer `{buffer}` is read at step {step}, before step {def} that writes it")]
+    #[error(
+        "memory plan: buffer `{buffer}` is read at step {step}, before step {def} that writes it"
+    )]
     UseBeforeDef {
         buffer: String,
         step: usize,
@@ -331,7 +337,9 @@ pub enum PlanError {
         claimed: usize,
         actual: usize,
     },
-    #[error("memory plan: strategy `{strategy}` produced an invalid plan (a planner bug): {source}")]
+    #[error(
+        "memory plan: strategy `{strategy}` produced an invalid plan (a planner bug): {source}"
+    )]
     StrategyBug {
         strategy: &'static str,
         #[source]
@@ -427,9 +435,11 @@ fn arena_end(offsets: &[usize], sizes: &[usize]) -> Result<usize, PlanError> {
         if size == 0 {
             continue;
         }
-        let end = offset.checked_add(size).ok_or_else(|| PlanError::Overflow {
-            what: format!("buffer end {offset} + {size}"),
-        })?;
+        let end = offset
+            .checked_add(size)
+            .ok_or_else(|| PlanError::Overflow {
+                what: format!("buffer end {offset} + {size}"),
+            })?;
         arena = arena.max(end);
     }
     Ok(arena)
@@ -504,10 +514,7 @@ mod tests {
     fn bad_inputs_are_errors_not_panics() {
         let mut input = seed_003_example();
         input.alignment = 3;
-        assert_eq!(
-            plan(&input),
-            Err(PlanError::BadAlignment { alignment: 3 })
-        );
+        assert_eq!(plan(&input), Err(PlanError::BadAlignment { alignment: 3 }));
         input.alignment = 0;
         assert!(matches!(plan(&input), Err(PlanError::BadAlignment { .. })));
 
@@ -532,14 +539,20 @@ mod tests {
             uses: vec![1],
             ..BufferRequest::scratch("tmp", 1, 0)
         });
-        assert!(matches!(plan(&input), Err(PlanError::ScratchUsedLater { .. })));
+        assert!(matches!(
+            plan(&input),
+            Err(PlanError::ScratchUsedLater { .. })
+        ));
 
         let mut input = PlanInput::new(3);
         input.push(BufferRequest {
             live_to_end: true,
             ..BufferRequest::scratch("tmp", 1, 0)
         });
-        assert!(matches!(plan(&input), Err(PlanError::ScratchLiveToEnd { .. })));
+        assert!(matches!(
+            plan(&input),
+            Err(PlanError::ScratchLiveToEnd { .. })
+        ));
 
         let mut input = PlanInput::new(1);
         input.push(BufferRequest::new("huge", usize::MAX - 3, 0, vec![]));
@@ -569,7 +582,10 @@ mod tests {
         let plan = plan(&input).unwrap();
         assert_eq!(plan.lower_bound_bytes, 512);
         assert_eq!(plan.arena_bytes, 512);
-        assert_eq!(plan.lifetimes[1], Lifetime::new(usize::MAX / 2, usize::MAX - 1));
+        assert_eq!(
+            plan.lifetimes[1],
+            Lifetime::new(usize::MAX / 2, usize::MAX - 1)
+        );
     }
 
     #[test]

@@ -17,13 +17,17 @@
 use super::interference::{OverlapIndex, SegmentLists, TimeAxis};
 use super::{BufferId, Liveness, PlanError};
 
+const UNPLACED: usize = usize::MAX;
+
 /// Places buffers one at a time at best-fit offsets, never under a conflicting
 /// buffer already placed.
 #[derive(Debug, Clone)]
 pub struct OffsetAllocator<'a> {
     live: &'a Liveness,
     index: OverlapIndex,
-    offsets: Vec<Option<usize>>,
+    /// Per buffer: its offset, or [`UNPLACED`]. (No placed buffer can start at
+    /// usize::MAX: zero-size ones sit at 0, others must end within usize.)
+    offsets: Vec<usize>,
     // Reused across calls to avoid an allocation per buffer.
     neighbours: Vec<BufferId>,
     spans: Vec<(usize, usize)>,
@@ -34,7 +38,7 @@ impl<'a> OffsetAllocator<'a> {
         Self {
             live,
             index: OverlapIndex::new(live),
-            offsets: vec![None; live.len()],
+            offsets: vec![UNPLACED; live.len()],
             neighbours: Vec::new(),
             spans: Vec::new(),
         }
@@ -42,25 +46,28 @@ impl<'a> OffsetAllocator<'a> {
 
     /// Where `id` was placed, if it was.
     pub fn offset(&self, id: BufferId) -> Option<usize> {
-        self.offsets.get(id.index()).copied().flatten()
+        self.offsets
+            .get(id.index())
+            .copied()
+            .filter(|&o| o != UNPLACED)
     }
 
     /// Places `id` (again: returns its offset if already placed). Zero-size buffers
     /// go to offset 0 and block nothing.
     pub fn place(&mut self, id: BufferId) -> Result<usize, PlanError> {
-        let slot = self
+        let slot = *self
             .offsets
             .get(id.index())
             .ok_or(PlanError::UnknownBuffer {
                 id,
                 count: self.offsets.len(),
             })?;
-        if let Some(offset) = *slot {
-            return Ok(offset);
+        if slot != UNPLACED {
+            return Ok(slot);
         }
         let size = self.live.size(id);
         if size == 0 {
-            self.offsets[id.index()] = Some(0);
+            self.offsets[id.index()] = 0;
             return Ok(0);
         }
 
@@ -68,11 +75,10 @@ impl<'a> OffsetAllocator<'a> {
         self.index.overlapping(id, &mut self.neighbours);
         self.spans.clear();
         for &n in &self.neighbours {
-            if let Some(start) = self.offsets[n.index()] {
-                // Checked when `n` was placed.
-                self.spans
-                    .push((start, start.saturating_add(self.live.size(n))));
-            }
+            // Only placed buffers are in the index; their ends were checked then.
+            let start = self.offsets[n.index()];
+            self.spans
+                .push((start, start.saturating_add(self.live.size(n))));
         }
         self.spans.sort_unstable();
 
@@ -98,7 +104,7 @@ impl<'a> OffsetAllocator<'a> {
                 what: format!("end of buffer {id} at offset {offset} with {size} bytes"),
             });
         }
-        self.offsets[id.index()] = Some(offset);
+        self.offsets[id.index()] = offset;
         self.index.insert(id);
         Ok(offset)
     }
@@ -108,7 +114,13 @@ impl<'a> OffsetAllocator<'a> {
         for id in self.live.by_size_desc() {
             self.place(id)?;
         }
-        Ok(self.offsets.into_iter().map(|o| o.unwrap_or(0)).collect())
+        // Only zero-size buffers can be left: they sit at 0.
+        for offset in &mut self.offsets {
+            if *offset == UNPLACED {
+                *offset = 0;
+            }
+        }
+        Ok(self.offsets)
     }
 }
 
@@ -130,11 +142,15 @@ pub fn greedy_by_size(live: &Liveness) -> Result<Vec<usize>, PlanError> {
 pub fn greedy_by_breadth(live: &Liveness) -> Result<Vec<usize>, PlanError> {
     let axis = TimeAxis::new(live);
     let ranks = axis.len();
+    let spans: Vec<Option<(usize, usize)>> = live
+        .ids()
+        .map(|id| (live.size(id) > 0).then(|| axis.compress(live.lifetime(id))))
+        .collect();
     let mut born = vec![0usize; ranks];
     let mut dies = vec![0usize; ranks];
-    let mut unplaced = SegmentLists::new(ranks);
-    for id in live.ids().filter(|&id| live.size(id) > 0) {
-        let (lo, hi) = axis.compress(live.lifetime(id));
+    let mut unplaced = SegmentLists::new(ranks, &spans);
+    for (id, span) in live.ids().zip(&spans) {
+        let Some((lo, hi)) = *span else { continue };
         if let (Some(b), Some(d)) = (born.get_mut(lo), dies.get_mut(hi)) {
             // Partial sums of sizes never exceed their checked total.
             *b = b.saturating_add(live.size(id));

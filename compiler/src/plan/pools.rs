@@ -89,10 +89,7 @@ mod tests {
         // T1 and T4 (100 KB each, disjoint) share pool 0; T3 pool 1; T2 pool 2.
         assert_eq!(pools.pool_of, vec![Some(0), Some(2), Some(1), Some(0)]);
         assert_eq!(pools.sizes, vec![100 * KB, 80 * KB, 50 * KB]);
-        assert_eq!(
-            plan_pools(&live).unwrap(),
-            vec![0, 180 * KB, 100 * KB, 0]
-        );
+        assert_eq!(plan_pools(&live).unwrap(), vec![0, 180 * KB, 100 * KB, 0]);
     }
 
     #[test]

@@ -63,13 +63,19 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
             return Err(mismatch(input, i, "lifetime", life, plan.lifetimes[i]));
         }
         if plan.aligned_sizes[i] != size {
-            return Err(mismatch(input, i, "aligned size", size, plan.aligned_sizes[i]));
+            return Err(mismatch(
+                input,
+                i,
+                "aligned size",
+                size,
+                plan.aligned_sizes[i],
+            ));
         }
         naive = naive.checked_add(size).ok_or_else(|| PlanError::Overflow {
             what: "total size of all buffers".to_string(),
         })?;
         let offset = plan.offsets[i];
-        if offset % alignment != 0 {
+        if !offset.is_multiple_of(alignment) {
             return Err(PlanError::Misaligned {
                 buffer: buffer.name.clone(),
                 offset,
@@ -353,38 +359,56 @@ mod tests {
         bad.arena_bytes += 256; // room to spare is still a lie
         assert!(matches!(
             validate(&input, &bad),
-            Err(PlanError::TotalMismatch { what: "arena_bytes", .. })
+            Err(PlanError::TotalMismatch {
+                what: "arena_bytes",
+                ..
+            })
         ));
         let mut bad = good.clone();
         bad.lower_bound_bytes -= 256;
         assert!(matches!(
             validate(&input, &bad),
-            Err(PlanError::TotalMismatch { what: "lower_bound_bytes", .. })
+            Err(PlanError::TotalMismatch {
+                what: "lower_bound_bytes",
+                ..
+            })
         ));
         let mut bad = good.clone();
         bad.naive_bytes = 0;
         assert!(matches!(
             validate(&input, &bad),
-            Err(PlanError::TotalMismatch { what: "naive_bytes", .. })
+            Err(PlanError::TotalMismatch {
+                what: "naive_bytes",
+                ..
+            })
         ));
         let mut bad = good.clone();
         bad.offsets.pop();
         assert!(matches!(
             validate(&input, &bad),
-            Err(PlanError::PlanShape { what: "offsets", .. })
+            Err(PlanError::PlanShape {
+                what: "offsets",
+                ..
+            })
         ));
         let mut bad = good.clone();
         bad.lifetimes[3] = Lifetime::new(11, 14); // would hide T4's clash with T2
         bad.offsets[3] = bad.offsets[1];
         assert!(matches!(
             validate(&input, &bad),
-            Err(PlanError::Mismatch { what: "lifetime", .. })
+            Err(PlanError::Mismatch {
+                what: "lifetime",
+                ..
+            })
         ));
         let mut bad = good.clone();
         bad.aligned_sizes[0] = 1;
         assert!(matches!(
             validate(&input, &bad),
-            Err(PlanError::Mismatch { what: "aligned size", .. })
+            Err(PlanError::Mismatch {
+                what: "aligned size",
+                ..
+            })
         ));
         let mut bad = good;
         bad.alignment = 512;
@@ -411,7 +435,9 @@ mod tests {
             Err(PlanError::BadAlignment { .. })
         ));
         let mut input = good_input;
-        input.buffers.push(BufferRequest::new("extra", 1, 0, vec![]));
+        input
+            .buffers
+            .push(BufferRequest::new("extra", 1, 0, vec![]));
         assert!(matches!(
             validate(&input, &good),
             Err(PlanError::PlanShape { .. })

@@ -41,7 +41,10 @@ pub fn conv2d(
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
-    assert!(p.group > 0 && p.c_in.is_multiple_of(p.group) && p.c_out.is_multiple_of(p.group), "conv2d: {p:?}");
+    assert!(
+        p.group > 0 && p.c_in.is_multiple_of(p.group) && p.c_out.is_multiple_of(p.group),
+        "conv2d: {p:?}"
+    );
     let (c_in_g, c_out_g) = (p.c_in / p.group, p.c_out / p.group);
     let [kh, kw] = p.kernel;
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
@@ -55,7 +58,13 @@ pub fn conv2d(
     }
     for i in 0..2 {
         let pads = p.pads[i] + p.pads[i + 2];
-        let expect = out_len([p.h_in, p.w_in][i], p.kernel[i], p.stride[i], p.dilation[i], pads);
+        let expect = out_len(
+            [p.h_in, p.w_in][i],
+            p.kernel[i],
+            p.stride[i],
+            p.dilation[i],
+            pads,
+        );
         assert_eq!([p.h_out, p.w_out][i], expect, "conv2d: output size, {p:?}");
     }
     if y.is_empty() {
@@ -114,7 +123,9 @@ fn im2col(p: &Conv2d, x: &[f32], cols: &mut [f32]) {
         for ki in 0..h.kernel {
             let oh_valid = h.outputs_for_tap(ki);
             for kj in 0..w.kernel {
-                let row = rows.next().expect("scratch holds c_in/group * kh * kw rows");
+                let row = rows
+                    .next()
+                    .expect("scratch holds c_in/group * kh * kw rows");
                 let ow_valid = w.outputs_for_tap(kj);
                 for (oh, out) in row.chunks_exact_mut(w.out_len).enumerate() {
                     if !oh_valid.contains(&oh) || ow_valid.is_empty() {
@@ -130,9 +141,10 @@ fn im2col(p: &Conv2d, x: &[f32], cols: &mut [f32]) {
                     let out = &mut out[ow_valid.clone()];
                     match src {
                         Row::Dense(s) => out.copy_from_slice(s),
-                        Row::Strided(s, st) => {
-                            out.iter_mut().zip(s.iter().step_by(st)).for_each(|(o, &v)| *o = v)
-                        }
+                        Row::Strided(s, st) => out
+                            .iter_mut()
+                            .zip(s.iter().step_by(st))
+                            .for_each(|(o, &v)| *o = v),
                         Row::Splat(_) | Row::Out => unreachable!("stride is positive"),
                     }
                 }
@@ -148,7 +160,9 @@ fn depthwise(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f3
     let taps = p.kernel[0] * p.kernel[1];
     let (plane_in, w_out) = (p.h_in * p.w_in, p.w_out);
     vectorize(|| {
-        let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(p.h_out * w_out));
+        let planes = x
+            .chunks_exact(plane_in)
+            .zip(y.chunks_exact_mut(p.h_out * w_out));
         for (i, (x, y)) in planes.enumerate() {
             let c = i % p.c_out;
             let wc = &w[c * taps..][..taps];

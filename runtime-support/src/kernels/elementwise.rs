@@ -116,7 +116,14 @@ pub(crate) fn activate(act: Activation, y: &mut [f32]) {
 
 pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "unary: X and Y differ in length");
-    vectorize(|| with_unary!(op, |f| map_row(y, Row::Dense(x), Row::Splat(0.0), |x, _| f(x))));
+    vectorize(|| {
+        with_unary!(op, |f| map_row(
+            y,
+            Row::Dense(x),
+            Row::Splat(0.0),
+            |x, _| f(x)
+        ))
+    });
 }
 
 pub fn unary_inplace(op: Unary, y: &mut [f32]) {
@@ -151,7 +158,11 @@ fn broadcast(
     y: &mut [f32],
     f: impl Fn(f32, f32) -> f32 + Copy,
 ) {
-    assert!(p.rank <= crate::params::MAX_RANK, "broadcast: rank {}", p.rank);
+    assert!(
+        p.rank <= crate::params::MAX_RANK,
+        "broadcast: rank {}",
+        p.rank
+    );
     let shape = &p.shape[..p.rank];
     let len: usize = shape.iter().product();
     assert_eq!(y.len(), len, "broadcast: Y does not match the shape");

@@ -55,7 +55,11 @@ pub(crate) fn sgemm(
     ldc: usize,
     accumulate: bool,
 ) {
-    let dst = faer::MatMut::from_row_major_slice_with_stride_mut(c, m, n, ldc);
+    // Not `MatMut::from_row_major_slice_with_stride_mut`: in faer 0.24.4 it checks the
+    // row-major extent but builds a column-major view (row stride 1, column stride
+    // `ldc`), so a wide `c` is written past its end. The transposed column-major view
+    // below is what it should have built.
+    let dst = faer::MatMut::from_column_major_slice_with_stride_mut(c, n, m, ldc).transpose_mut();
     let accum = if accumulate {
         faer::Accum::Add
     } else {
@@ -146,7 +150,11 @@ pub fn matmul(p: &MatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
     let a_stride = &p.a_batch_strides[..rank];
     let b_stride = &p.b_batch_strides[..rank];
     let mats = |strides: &[usize]| -> usize {
-        1 + shape.iter().zip(strides).map(|(s, t)| (s - 1) * t).sum::<usize>()
+        1 + shape
+            .iter()
+            .zip(strides)
+            .map(|(s, t)| (s - 1) * t)
+            .sum::<usize>()
     };
     assert_eq!(a.len(), mats(a_stride) * m * k, "matmul: A");
     assert_eq!(b.len(), mats(b_stride) * k * n, "matmul: B");
@@ -158,13 +166,33 @@ pub fn matmul(p: &MatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
     let a_contiguous = layout.rank == 0 || (layout.rank == 1 && layout.strides[0][0] == 1);
     if b_shared && a_contiguous {
         let rows = batches * m;
-        sgemm(rows, n, k, 1.0, Operand::rows(a, k), Operand::rows(b, n), y, n, false);
+        sgemm(
+            rows,
+            n,
+            k,
+            1.0,
+            Operand::rows(a, k),
+            Operand::rows(b, n),
+            y,
+            n,
+            false,
+        );
         return;
     }
     let mut ys = y.chunks_exact_mut(m * n);
     layout.for_each(layout.rank, |[oa, ob]| {
         let (a, b) = (&a[oa * m * k..][..m * k], &b[ob * k * n..][..k * n]);
         let y = ys.next().expect("one output matrix per batch index");
-        sgemm(m, n, k, 1.0, Operand::rows(a, k), Operand::rows(b, n), y, n, false);
+        sgemm(
+            m,
+            n,
+            k,
+            1.0,
+            Operand::rows(a, k),
+            Operand::rows(b, n),
+            y,
+            n,
+            false,
+        );
     });
 }

@@ -35,8 +35,7 @@ impl<const K: usize> Layout<K> {
                 continue;
             }
             let r = out.rank;
-            let merges = r > 0
-                && (0..K).all(|k| out.strides[k][r - 1] == strides[k][d] * shape[d]);
+            let merges = r > 0 && (0..K).all(|k| out.strides[k][r - 1] == strides[k][d] * shape[d]);
             let slot = if merges {
                 out.shape[r - 1] *= shape[d];
                 r - 1
@@ -102,7 +101,11 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> [usize; MAX_RANK] {
 /// Number of elements an operand with `strides` over `shape` spans: its length when
 /// it is a contiguous tensor broadcast (stride 0) along some dimensions.
 pub(crate) fn extent(shape: &[usize], strides: &[usize]) -> usize {
-    1 + shape.iter().zip(strides).map(|(&n, &s)| (n - 1) * s).sum::<usize>()
+    1 + shape
+        .iter()
+        .zip(strides)
+        .map(|(&n, &s)| (n - 1) * s)
+        .sum::<usize>()
 }
 
 #[cfg(test)]

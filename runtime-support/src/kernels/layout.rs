@@ -42,7 +42,10 @@ pub fn transpose(p: &Transpose, x: &[f32], y: &mut [f32]) {
     let perm = &p.perm[..rank];
     let mut seen = [false; MAX_RANK];
     for &a in perm {
-        assert!(a < rank && !seen[a], "transpose: {perm:?} is not a permutation");
+        assert!(
+            a < rank && !seen[a],
+            "transpose: {perm:?} is not a permutation"
+        );
         seen[a] = true;
     }
     let len: usize = in_shape.iter().product();
@@ -59,7 +62,10 @@ pub fn transpose(p: &Transpose, x: &[f32], y: &mut [f32]) {
         src_strides[i] = in_strides[a];
     }
     let out_strides = contiguous_strides(&out_shape[..rank]);
-    let l = Layout::new(&out_shape[..rank], [&src_strides[..rank], &out_strides[..rank]]);
+    let l = Layout::new(
+        &out_shape[..rank],
+        [&src_strides[..rank], &out_strides[..rank]],
+    );
     if l.rank == 0 || l.strides[0][l.rank - 1] == 1 {
         // Innermost runs are contiguous on both sides (rank 0: one element).
         let run = if l.rank == 0 { 1 } else { l.shape[l.rank - 1] };
@@ -70,7 +76,9 @@ pub fn transpose(p: &Transpose, x: &[f32], y: &mut [f32]) {
     }
     if l.rank == 1 {
         let s = l.strides[0][0];
-        y.iter_mut().zip(x.iter().step_by(s)).for_each(|(d, &v)| *d = v);
+        y.iter_mut()
+            .zip(x.iter().step_by(s))
+            .for_each(|(d, &v)| *d = v);
         return;
     }
     let (r, c) = (l.rank - 2, l.rank - 1);

@@ -17,7 +17,12 @@ pub fn batch_norm(
 ) {
     assert_eq!(x.len(), p.n * p.c * p.inner, "batch_norm: X");
     assert_eq!(y.len(), x.len(), "batch_norm: Y");
-    for (name, v) in [("scale", scale), ("bias", bias), ("mean", mean), ("var", var)] {
+    for (name, v) in [
+        ("scale", scale),
+        ("bias", bias),
+        ("mean", mean),
+        ("var", var),
+    ] {
         assert_eq!(v.len(), p.c, "batch_norm: {name}");
     }
     if y.is_empty() {
@@ -47,12 +52,16 @@ pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
     let (before, after) = ((p.size - 1) / 2, p.size / 2);
     let k = p.alpha / p.size as f32;
     vectorize(|| {
-        let images = x.chunks_exact(p.c * p.inner).zip(y.chunks_exact_mut(p.c * p.inner));
+        let images = x
+            .chunks_exact(p.c * p.inner)
+            .zip(y.chunks_exact_mut(p.c * p.inner));
         for (x, y) in images {
             for (c, out) in y.chunks_exact_mut(p.inner).enumerate() {
                 out.fill(0.0);
                 let channels = c.saturating_sub(before)..(c + after + 1).min(p.c);
-                for plane in x[channels.start * p.inner..channels.end * p.inner].chunks_exact(p.inner) {
+                for plane in
+                    x[channels.start * p.inner..channels.end * p.inner].chunks_exact(p.inner)
+                {
                     out.iter_mut().zip(plane).for_each(|(o, &v)| *o += v * v);
                 }
                 let xc = &x[c * p.inner..][..p.inner];
@@ -77,7 +86,9 @@ pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
         return;
     }
     vectorize(|| {
-        let blocks = x.chunks_exact(p.len * p.inner).zip(y.chunks_exact_mut(p.len * p.inner));
+        let blocks = x
+            .chunks_exact(p.len * p.inner)
+            .zip(y.chunks_exact_mut(p.len * p.inner));
         for (x, y) in blocks {
             if p.inner == 1 {
                 softmax_row(x, y, p.log);
@@ -96,7 +107,9 @@ const LANES: usize = 64;
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32], log: bool) {
     let m = simd::max(x);
-    y.iter_mut().zip(x).for_each(|(y, &x)| *y = simd::exp(x - m));
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = simd::exp(x - m));
     let s = simd::sum(y);
     if log {
         let shift = m + s.ln();
@@ -115,7 +128,9 @@ fn softmax_columns(p: &Softmax, x: &[f32], y: &mut [f32], i0: usize, w: usize) {
     let (max, sum) = (&mut max[..w], &mut sum[..w]);
     let rows = |j: usize| i0 + j * p.inner..i0 + j * p.inner + w;
     for j in 0..p.len {
-        max.iter_mut().zip(&x[rows(j)]).for_each(|(m, &v)| *m = m.max(v));
+        max.iter_mut()
+            .zip(&x[rows(j)])
+            .for_each(|(m, &v)| *m = m.max(v));
     }
     for j in 0..p.len {
         let (x, y) = (&x[rows(j)], &mut y[rows(j)]);
@@ -125,14 +140,19 @@ fn softmax_columns(p: &Softmax, x: &[f32], y: &mut [f32], i0: usize, w: usize) {
         }
     }
     if p.log {
-        max.iter_mut().zip(sum.iter()).for_each(|(m, &s)| *m += s.ln());
+        max.iter_mut()
+            .zip(sum.iter())
+            .for_each(|(m, &s)| *m += s.ln());
     } else {
         sum.iter_mut().for_each(|s| *s = 1.0 / *s);
     }
     for j in 0..p.len {
         let (x, y) = (&x[rows(j)], &mut y[rows(j)]);
         if p.log {
-            y.iter_mut().zip(x).zip(max.iter()).for_each(|((y, &v), &m)| *y = v - m);
+            y.iter_mut()
+                .zip(x)
+                .zip(max.iter())
+                .for_each(|((y, &v), &m)| *y = v - m);
         } else {
             y.iter_mut().zip(sum.iter()).for_each(|(y, &r)| *y *= r);
         }

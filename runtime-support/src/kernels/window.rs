@@ -10,9 +10,18 @@ use std::ops::Range;
 use super::elementwise::{Row, map_row};
 
 /// The `o` in `0..out_len` for which `o * stride + offset` lies in `0..in_len`.
-pub(crate) fn valid_range(out_len: usize, in_len: usize, stride: usize, offset: isize) -> Range<usize> {
+pub(crate) fn valid_range(
+    out_len: usize,
+    in_len: usize,
+    stride: usize,
+    offset: isize,
+) -> Range<usize> {
     let (stride, in_len) = (stride as isize, in_len as isize);
-    let lo = if offset >= 0 { 0 } else { (-offset + stride - 1) / stride };
+    let lo = if offset >= 0 {
+        0
+    } else {
+        (-offset + stride - 1) / stride
+    };
     let last = in_len - 1 - offset;
     let hi = if last < 0 { 0 } else { last / stride + 1 };
     let hi = (hi as usize).min(out_len);
@@ -47,7 +56,12 @@ impl Axis {
     /// The taps of output `o` that read inside the input.
     #[inline(always)]
     pub fn taps_inside(&self, o: usize) -> Range<usize> {
-        valid_range(self.kernel, self.in_len, self.dilation, self.input_pos(o, 0))
+        valid_range(
+            self.kernel,
+            self.in_len,
+            self.dilation,
+            self.input_pos(o, 0),
+        )
     }
 
     /// How many taps of output `o` read inside the input or its padding (a window
@@ -55,7 +69,13 @@ impl Axis {
     #[inline(always)]
     pub fn taps_inside_padded(&self, o: usize) -> usize {
         let padded = self.in_len + self.pad_begin + self.pad_end;
-        valid_range(self.kernel, padded, self.dilation, (o * self.stride) as isize).len()
+        valid_range(
+            self.kernel,
+            padded,
+            self.dilation,
+            (o * self.stride) as isize,
+        )
+        .len()
     }
 }
 
@@ -86,7 +106,10 @@ impl Window {
             pad_begin: pads[i],
             pad_end: pads[i + 2],
         };
-        Window { h: axis(0), w: axis(1) }
+        Window {
+            h: axis(0),
+            w: axis(1),
+        }
     }
 
     /// Computes output row `oh` of one plane: calls `tap(k, out, input)` for every tap
@@ -134,10 +157,17 @@ mod tests {
                 for stride in 1..4 {
                     for offset in -6isize..6 {
                         let brute: Vec<usize> = (0..out_len)
-                            .filter(|&o| (0..in_len as isize).contains(&(o as isize * stride as isize + offset)))
+                            .filter(|&o| {
+                                (0..in_len as isize)
+                                    .contains(&(o as isize * stride as isize + offset))
+                            })
                             .collect();
                         let r = valid_range(out_len, in_len, stride, offset);
-                        assert_eq!(r.collect::<Vec<_>>(), brute, "{out_len} {in_len} {stride} {offset}");
+                        assert_eq!(
+                            r.collect::<Vec<_>>(),
+                            brute,
+                            "{out_len} {in_len} {stride} {offset}"
+                        );
                     }
                 }
             }

@@ -1,0 +1,306 @@
+//! `kiln run`: compile a model into a small cached crate, build it in release mode with
+//! cargo, run it on `.npy` inputs, and report outputs and latency, in one step (like
+//! `tvmc run` or `iree-run-module`).
+//!
+//! The cached crate lives in `$KILN_CACHE_DIR` (default `target/kiln-run` under the
+//! current directory), one folder per model and options, all sharing one cargo target
+//! directory so the runtime crate is built once. Files are rewritten only when their
+//! content changes, so a second call reuses the build.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Args;
+
+use crate::codegen::WeightsMode;
+use crate::error::Error;
+use crate::{Options, compile, npy, parse_input_spec};
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The ONNX model file.
+    #[arg(value_name = "MODEL.onnx")]
+    pub model: PathBuf,
+    /// Shape of an input, e.g. `--input data=1x3x224x224` (needed for symbolic dims).
+    #[arg(short, long = "input", value_name = "NAME=DIMS")]
+    pub inputs: Vec<String>,
+    /// Data for an input as a .npy file; inputs without one get seeded random values.
+    #[arg(short, long = "data", value_name = "NAME=FILE.npy")]
+    pub data: Vec<String>,
+    /// Write each output as DIR/OUTPUT_NAME.npy.
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Timed runs after one warm-up run; the median is reported.
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Arena offset alignment in bytes.
+    #[arg(long, default_value_t = 256, value_name = "BYTES")]
+    pub alignment: usize,
+}
+
+/// Path of the runtime crate's sources, for the generated crate's dependency.
+fn runtime_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime-support")
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+pub fn run(args: &RunArgs) -> Result<(), Error> {
+    let opts = Options {
+        name: Some("model".into()),
+        input_dims: args.inputs.iter().map(|s| parse_input_spec(s)).collect::<Result<_, _>>()?,
+        alignment: args.alignment,
+        weights: WeightsMode::File,
+        ..Options::default()
+    };
+    let model_bytes = std::fs::read(&args.model).map_err(io_err(&args.model))?;
+    let compiled = compile(&args.model, &opts)?;
+    let p = &compiled.plan;
+    println!(
+        "compiled {}: {} steps; arena {} bytes (naive {}, liveness lower bound {}, saving {:.1}% vs naive); weights {} bytes",
+        args.model.display(),
+        compiled.program.steps.len(),
+        p.arena_bytes,
+        p.naive_bytes,
+        p.lower_bound_bytes,
+        100.0 * (1.0 - p.arena_bytes as f64 / p.naive_bytes.max(1) as f64),
+        compiled.weights.len()
+    );
+
+    let mut h = DefaultHasher::new();
+    (env!("CARGO_PKG_VERSION"), &model_bytes, &args.inputs, args.alignment).hash(&mut h);
+    let cache = std::env::var_os("KILN_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/kiln-run"));
+    let cache = std::path::absolute(&cache).map_err(io_err(&cache))?;
+    let crate_dir = cache.join(format!("{:016x}", h.finish()));
+    let src = crate_dir.join("src");
+    std::fs::create_dir_all(&src).map_err(io_err(&src))?;
+    compiled.write_to(&src)?;
+    write_if_changed(&crate_dir.join("Cargo.toml"), &cargo_toml(&format!("{:016x}", h.finish()))?)?;
+    write_if_changed(&src.join("main.rs"), DRIVER)?;
+
+    // Inputs: .npy data or seeded random values, handed over as raw little-endian f32.
+    let data: Vec<(String, PathBuf)> = args
+        .data
+        .iter()
+        .map(|s| {
+            s.split_once('=')
+                .map(|(n, f)| (n.to_owned(), PathBuf::from(f)))
+                .ok_or_else(|| Error::Options(format!("`{s}` should look like NAME=FILE.npy")))
+        })
+        .collect::<Result<_, _>>()?;
+    for (name, _) in &data {
+        if !compiled.program.inputs.iter().any(|io| &io.name == name) {
+            return Err(Error::Input {
+                input: name.clone(),
+                message: "the model has no such input".into(),
+            });
+        }
+    }
+    let work = crate_dir.join("io");
+    std::fs::create_dir_all(&work).map_err(io_err(&work))?;
+    let mut input_files = Vec::new();
+    for (i, io) in compiled.program.inputs.iter().enumerate() {
+        let values = match data.iter().find(|(n, _)| n == &io.name) {
+            Some((_, file)) => {
+                let a = npy::read(file)?;
+                if a.data.len() != io.shape.iter().product::<usize>() {
+                    return Err(Error::Input {
+                        input: io.name.clone(),
+                        message: format!("{} has shape {:?}, the model expects {:?}", file.display(), a.shape, io.shape),
+                    });
+                }
+                a.data
+            }
+            None => {
+                println!("input {}: seeded random values in [0, 1), shape {:?}", io.name, io.shape);
+                seeded_random(io.shape.iter().product(), i as u64)
+            }
+        };
+        let f = work.join(format!("input{i}.bin"));
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&f, bytes).map_err(io_err(&f))?;
+        input_files.push(f);
+    }
+
+    let target_dir = cache.join("target");
+    println!("building {} (release) ...", crate_dir.display());
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(crate_dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .status()
+        .map_err(|e| Error::Options(format!("could not start cargo: {e}")))?;
+    if !status.success() {
+        return Err(Error::Codegen(format!(
+            "cargo build of the generated crate in {} failed",
+            crate_dir.display()
+        )));
+    }
+    let exe = target_dir.join("release").join(format!("kiln-run-{:016x}", h.finish()));
+    let out_dir = work.join("out");
+    std::fs::create_dir_all(&out_dir).map_err(io_err(&out_dir))?;
+    let output = Command::new(&exe)
+        .arg(src.join(compiled.weights_file_name()))
+        .arg(args.runs.to_string())
+        .arg(&out_dir)
+        .args(&input_files)
+        .output()
+        .map_err(|e| Error::Options(format!("could not start {}: {e}", exe.display())))?;
+    if !output.status.success() {
+        return Err(Error::Codegen(format!(
+            "the compiled model failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut times: Vec<f64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("run_ms "))
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    times.sort_by(f64::total_cmp);
+
+    for (i, (io, _)) in compiled.program.outputs.iter().enumerate() {
+        let f = out_dir.join(format!("output{i}.bin"));
+        let bytes = std::fs::read(&f).map_err(io_err(&f))?;
+        let values: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let first: Vec<String> = values.iter().take(8).map(|v| format!("{v:.6}")).collect();
+        let (argmax, max) = values
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
+        println!(
+            "output {} {:?}: [{}{}] (max {max:.6} at {argmax})",
+            io.name,
+            io.shape,
+            first.join(", "),
+            if values.len() > 8 { ", ..." } else { "" }
+        );
+        if let Some(dir) = &args.out {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+            let file_name: String = io
+                .name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' { c } else { '_' })
+                .collect();
+            let path = dir.join(format!("{file_name}.npy"));
+            std::fs::write(&path, npy::to_bytes(&io.shape, &values)).map_err(io_err(&path))?;
+            println!("  wrote {}", path.display());
+        }
+    }
+    if let Some(median) = times.get(times.len() / 2) {
+        println!(
+            "latency: median {median:.3} ms over {} runs (min {:.3} ms), single thread",
+            times.len(),
+            times[0]
+        );
+    }
+    Ok(())
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    std::fs::write(path, bytes).map_err(io_err(path))
+}
+
+fn cargo_toml(hash: &str) -> Result<Vec<u8>, Error> {
+    let rt = runtime_dir();
+    if !rt.join("Cargo.toml").exists() {
+        return Err(Error::Options(format!(
+            "kiln run needs the kiln-runtime sources at {}, which this kiln binary was built from",
+            rt.display()
+        )));
+    }
+    let rt = std::path::absolute(&rt).map_err(io_err(&rt))?;
+    Ok(format!(
+        r#"# @generated by kiln run
+[package]
+name = "kiln-run-driver"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[[bin]]
+name = "kiln-run-{hash}"
+path = "src/main.rs"
+
+[dependencies]
+kiln-runtime = {{ path = {:?} }}
+
+[workspace]
+
+[profile.release]
+codegen-units = 4
+"#,
+        rt.display().to_string(),
+        hash = hash,
+    )
+    .into_bytes())
+}
+
+/// xorshift64*: reproducible inputs without a dependency.
+fn seeded_random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ (seed.wrapping_add(1)).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32) / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+/// The driver program of the cached crate.
+const DRIVER: &[u8] = br#"// @generated by kiln run
+mod model {
+    include!("model.rs");
+}
+
+use std::time::Instant;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let (weights, runs, out_dir, input_files) = (&args[1], args[2].parse::<usize>()?, &args[3], &args[4..]);
+    let model = model::Model::load(weights)?;
+    let inputs: Vec<Vec<f32>> = input_files
+        .iter()
+        .map(|f| {
+            std::fs::read(f).map(|b| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        })
+        .collect::<Result<_, _>>()?;
+    let views: Vec<&[u8]> = inputs.iter().map(|v| kiln_runtime::io::as_bytes(v)).collect();
+    let mut ctx = model::Context::new();
+    model.run_bytes(&mut ctx, &views)?;
+    for _ in 0..runs {
+        let t = Instant::now();
+        model.run_bytes(&mut ctx, &views)?;
+        println!("run_ms {}", t.elapsed().as_secs_f64() * 1e3);
+    }
+    let outputs = model.run_bytes(&mut ctx, &views)?;
+    for (i, o) in outputs.iter().enumerate() {
+        std::fs::write(format!("{out_dir}/output{i}.bin"), o)?;
+    }
+    Ok(())
+}
+"#;

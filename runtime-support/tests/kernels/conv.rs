@@ -1,0 +1,245 @@
+use kiln_runtime::kernels::conv2d;
+use kiln_runtime::params::{Activation, Conv2d};
+
+use crate::reference::{ACTIVATIONS, Rng, activation_ref, assert_close};
+
+/// Accumulation error of an f32 dot product of a few thousand terms, relative.
+const TOL: f32 = 1e-4;
+
+/// Builds a `Conv2d` with the ONNX output size.
+#[allow(clippy::too_many_arguments)]
+fn params(
+    n: usize,
+    c_in: usize,
+    hw_in: [usize; 2],
+    c_out: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pads: [usize; 4],
+    group: usize,
+) -> Conv2d {
+    let out = |i: usize| {
+        (hw_in[i] + pads[i] + pads[i + 2] - dilation[i] * (kernel[i] - 1) - 1) / stride[i] + 1
+    };
+    Conv2d {
+        n,
+        c_in,
+        h_in: hw_in[0],
+        w_in: hw_in[1],
+        c_out,
+        h_out: out(0),
+        w_out: out(1),
+        kernel,
+        stride,
+        dilation,
+        pads,
+        group,
+        activation: Activation::None,
+    }
+}
+
+/// Direct convolution in f64, one output element at a time.
+fn conv_ref(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+    let (cig, cog) = (p.c_in / p.group, p.c_out / p.group);
+    let [kh, kw] = p.kernel;
+    let mut y = vec![0.0; p.n * p.c_out * p.h_out * p.w_out];
+    for n in 0..p.n {
+        for co in 0..p.c_out {
+            let g = co / cog;
+            for oh in 0..p.h_out {
+                for ow in 0..p.w_out {
+                    let mut acc = bias.map_or(0.0, |b| b[co] as f64);
+                    for ci in 0..cig {
+                        let c = g * cig + ci;
+                        for ki in 0..kh {
+                            for kj in 0..kw {
+                                let ih = (oh * p.stride[0] + ki * p.dilation[0]) as isize
+                                    - p.pads[0] as isize;
+                                let iw = (ow * p.stride[1] + kj * p.dilation[1]) as isize
+                                    - p.pads[1] as isize;
+                                if ih < 0
+                                    || iw < 0
+                                    || ih >= p.h_in as isize
+                                    || iw >= p.w_in as isize
+                                {
+                                    continue;
+                                }
+                                let xv = x[((n * p.c_in + c) * p.h_in + ih as usize) * p.w_in
+                                    + iw as usize];
+                                let wv = w[((co * cig + ci) * kh + ki) * kw + kj];
+                                acc += xv as f64 * wv as f64;
+                            }
+                        }
+                    }
+                    let out = ((n * p.c_out + co) * p.h_out + oh) * p.w_out + ow;
+                    y[out] = activation_ref(p.activation, acc as f32);
+                }
+            }
+        }
+    }
+    y
+}
+
+/// Runs `conv2d` and the reference on random data, with and without bias.
+fn check(p: Conv2d, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+    let w = rng.vec(p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1]);
+    let b = rng.vec(p.c_out);
+    for bias in [Some(&b[..]), None] {
+        let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
+        let mut scratch = vec![f32::NAN; p.scratch_len()];
+        conv2d(&p, &x, &w, bias, &mut y, &mut scratch);
+        let want = conv_ref(&p, &x, &w, bias);
+        assert_close(&y, &want, TOL, &format!("{p:?} bias {}", bias.is_some()));
+    }
+}
+
+#[test]
+fn pointwise() {
+    let p = params(2, 3, [7, 9], 5, [1, 1], [1, 1], [1, 1], [0; 4], 1);
+    assert!(p.is_pointwise() && p.scratch_len() == 0);
+    check(p, 1);
+    check(
+        params(1, 255, [3, 5], 257, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        2,
+    );
+    check(
+        params(1, 1, [1, 1], 1, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        3,
+    );
+}
+
+#[test]
+fn pointwise_grouped() {
+    check(
+        params(2, 4, [5, 3], 6, [1, 1], [1, 1], [1, 1], [0; 4], 2),
+        4,
+    );
+}
+
+#[test]
+fn three_by_three_same_padding() {
+    check(
+        params(1, 3, [11, 13], 4, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        5,
+    );
+    check(
+        params(2, 16, [8, 8], 8, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        6,
+    );
+}
+
+#[test]
+fn stride_dilation_asymmetric_pads() {
+    let p = params(2, 3, [10, 9], 5, [3, 2], [2, 2], [2, 1], [0, 1, 2, 1], 1);
+    check(p, 7);
+    check(
+        params(1, 2, [9, 12], 3, [2, 3], [3, 2], [1, 3], [2, 0, 1, 3], 1),
+        8,
+    );
+}
+
+#[test]
+fn strided_and_padded_one_by_one() {
+    // Neither is pointwise: both go through im2col.
+    let strided = params(1, 8, [9, 7], 6, [1, 1], [2, 2], [1, 1], [0; 4], 1);
+    assert!(!strided.is_pointwise());
+    check(strided, 9);
+    check(
+        params(1, 3, [4, 5], 2, [1, 1], [1, 1], [1, 1], [1, 0, 0, 2], 1),
+        10,
+    );
+}
+
+#[test]
+fn stem_like_seven_by_seven() {
+    check(
+        params(1, 3, [17, 17], 8, [7, 7], [2, 2], [1, 1], [3; 4], 1),
+        11,
+    );
+}
+
+#[test]
+fn kernel_covers_input() {
+    check(
+        params(1, 4, [5, 3], 3, [5, 3], [1, 1], [1, 1], [0; 4], 1),
+        12,
+    );
+}
+
+#[test]
+fn grouped() {
+    check(
+        params(2, 6, [6, 7], 9, [3, 3], [1, 1], [1, 1], [1; 4], 3),
+        13,
+    );
+    // Depthwise with a channel multiplier is grouped, not depthwise.
+    let p = params(1, 4, [6, 5], 8, [3, 3], [2, 1], [1, 1], [1, 1, 0, 1], 4);
+    assert!(!p.is_depthwise());
+    check(p, 14);
+}
+
+#[test]
+fn depthwise() {
+    let p = params(2, 5, [9, 11], 5, [3, 3], [1, 1], [1, 1], [1; 4], 5);
+    assert!(p.is_depthwise() && p.scratch_len() == 0);
+    check(p, 15);
+    check(
+        params(1, 7, [13, 10], 7, [5, 3], [2, 2], [2, 1], [3, 0, 1, 2], 7),
+        16,
+    );
+    check(
+        params(1, 3, [1, 1], 3, [3, 3], [1, 1], [1, 1], [1; 4], 3),
+        17,
+    );
+    check(
+        params(1, 2, [4, 4], 2, [2, 2], [3, 3], [1, 1], [0; 4], 2),
+        18,
+    );
+}
+
+#[test]
+fn wide_channels_odd() {
+    check(
+        params(1, 255, [5, 5], 257, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        19,
+    );
+}
+
+#[test]
+fn fused_activations() {
+    for (i, act) in ACTIVATIONS.into_iter().enumerate() {
+        let shapes = [
+            params(1, 4, [5, 6], 3, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+            params(1, 4, [5, 6], 3, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+            params(1, 4, [5, 6], 4, [3, 3], [2, 1], [1, 1], [1; 4], 4),
+        ];
+        for p in shapes {
+            check(
+                Conv2d {
+                    activation: act,
+                    ..p
+                },
+                20 + i as u64,
+            );
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "conv2d: scratch")]
+fn rejects_wrong_scratch() {
+    let p = params(1, 2, [4, 4], 2, [3, 3], [1, 1], [1, 1], [1; 4], 1);
+    let (x, w) = (vec![0.0; 32], vec![0.0; 36]);
+    let mut y = vec![0.0; 32];
+    conv2d(
+        &p,
+        &x,
+        &w,
+        None,
+        &mut y,
+        &mut vec![0.0; p.scratch_len() - 1],
+    );
+}

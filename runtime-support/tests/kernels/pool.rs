@@ -1,0 +1,177 @@
+use kiln_runtime::kernels::{pool2d, reduce_mean};
+use kiln_runtime::params::{Pool2d, PoolKind, ReduceMean};
+
+use crate::reference::{Rng, assert_close};
+
+/// Sums of at most a few dozen terms, relative.
+const TOL: f32 = 1e-5;
+
+/// ONNX output length, with the ceil_mode rule that the last window must start inside
+/// the input or its leading padding.
+fn out_len(inp: usize, k: usize, s: usize, d: usize, pb: usize, pe: usize, ceil: bool) -> usize {
+    let span = d * (k - 1) + 1;
+    let room = inp + pb + pe - span;
+    let mut out = if ceil { room.div_ceil(s) } else { room / s } + 1;
+    if ceil && (out - 1) * s >= inp + pb {
+        out -= 1;
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn params(
+    kind: PoolKind,
+    c: usize,
+    hw: [usize; 2],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pads: [usize; 4],
+    ceil: bool,
+) -> Pool2d {
+    let o = |i: usize| {
+        out_len(
+            hw[i],
+            kernel[i],
+            stride[i],
+            dilation[i],
+            pads[i],
+            pads[i + 2],
+            ceil,
+        )
+    };
+    Pool2d {
+        kind,
+        n: 2,
+        c,
+        h_in: hw[0],
+        w_in: hw[1],
+        h_out: o(0),
+        w_out: o(1),
+        kernel,
+        stride,
+        dilation,
+        pads,
+    }
+}
+
+fn pool_ref(p: &Pool2d, x: &[f32]) -> Vec<f32> {
+    let mut y = Vec::new();
+    for plane in x.chunks(p.h_in * p.w_in) {
+        for oh in 0..p.h_out {
+            for ow in 0..p.w_out {
+                let (mut max, mut sum, mut inside, mut padded) = (f32::NEG_INFINITY, 0.0f64, 0, 0);
+                for ki in 0..p.kernel[0] {
+                    for kj in 0..p.kernel[1] {
+                        let ih =
+                            (oh * p.stride[0] + ki * p.dilation[0]) as isize - p.pads[0] as isize;
+                        let iw =
+                            (ow * p.stride[1] + kj * p.dilation[1]) as isize - p.pads[1] as isize;
+                        let in_pads = ih < (p.h_in + p.pads[2]) as isize
+                            && iw < (p.w_in + p.pads[3]) as isize;
+                        padded += in_pads as usize;
+                        if ih < 0 || iw < 0 || ih >= p.h_in as isize || iw >= p.w_in as isize {
+                            continue;
+                        }
+                        let v = plane[ih as usize * p.w_in + iw as usize];
+                        max = max.max(v);
+                        sum += v as f64;
+                        inside += 1;
+                    }
+                }
+                y.push(match p.kind {
+                    PoolKind::Max => max,
+                    PoolKind::Average { count_include_pad } => {
+                        let n = if count_include_pad { padded } else { inside };
+                        (sum / n as f64) as f32
+                    }
+                });
+            }
+        }
+    }
+    y
+}
+
+fn check(p: Pool2d, seed: u64) {
+    let x = Rng::new(seed).vec(p.n * p.c * p.h_in * p.w_in);
+    let mut y = vec![f32::NAN; p.n * p.c * p.h_out * p.w_out];
+    pool2d(&p, &x, &mut y);
+    assert_close(&y, &pool_ref(&p, &x), TOL, &format!("{p:?}"));
+}
+
+const KINDS: [PoolKind; 3] = [
+    PoolKind::Max,
+    PoolKind::Average {
+        count_include_pad: false,
+    },
+    PoolKind::Average {
+        count_include_pad: true,
+    },
+];
+
+#[test]
+fn pools_match_reference() {
+    for (i, kind) in KINDS.into_iter().enumerate() {
+        let s = i as u64 * 10;
+        // ResNet's stem max pool shape, small.
+        check(
+            params(kind, 3, [11, 12], [3, 3], [2, 2], [1, 1], [1; 4], false),
+            s,
+        );
+        // Asymmetric pads, dilation, unequal strides.
+        check(
+            params(
+                kind,
+                2,
+                [9, 10],
+                [3, 2],
+                [2, 3],
+                [2, 1],
+                [2, 0, 1, 1],
+                false,
+            ),
+            s + 1,
+        );
+        // ceil_mode: the last window runs past the bottom/right padding.
+        check(
+            params(kind, 2, [8, 7], [3, 3], [2, 2], [1, 1], [0; 4], true),
+            s + 2,
+        );
+        check(
+            params(kind, 2, [10, 9], [3, 2], [3, 2], [1, 2], [1, 0, 1, 1], true),
+            s + 3,
+        );
+        // Stride 1, same padding (Inception's 3x3 average pool).
+        check(
+            params(kind, 3, [7, 5], [3, 3], [1, 1], [1, 1], [1; 4], false),
+            s + 4,
+        );
+        // Window as large as the input; 1x1 input.
+        check(
+            params(kind, 4, [5, 6], [5, 6], [1, 1], [1, 1], [0; 4], false),
+            s + 5,
+        );
+        check(
+            params(kind, 1, [1, 1], [1, 1], [1, 1], [1, 1], [0; 4], false),
+            s + 6,
+        );
+        check(
+            params(kind, 1, [1, 1], [2, 2], [2, 2], [1, 1], [0, 0, 1, 1], true),
+            s + 7,
+        );
+    }
+}
+
+#[test]
+fn reduce_mean_rows() {
+    for (outer, inner) in [(1, 1), (3, 49), (2, 257), (5, 8), (64, 7)] {
+        let x = Rng::new(inner as u64).vec(outer * inner);
+        let mut y = vec![0.0; outer];
+        reduce_mean(&ReduceMean { outer, inner }, &x, &mut y);
+        let want: Vec<f32> = x
+            .chunks(inner)
+            .map(|r| (r.iter().map(|&v| v as f64).sum::<f64>() / inner as f64) as f32)
+            .collect();
+        assert_close(&y, &want, TOL, &format!("reduce_mean {outer}x{inner}"));
+    }
+}

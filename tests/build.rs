@@ -24,7 +24,8 @@ const MODELS: &[&str] = &[
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let data = std::env::var_os("KILN_TESTDATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest.join("../testdata"));
@@ -51,7 +52,11 @@ fn main() {
                 .emit_rerun_if_changed(false)
                 .compile()
                 .unwrap_or_else(|e| panic!("compiling {}: {e}", model.display()));
-            writeln!(zoo, "pub mod {name} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{name}.rs\")); }}").unwrap();
+            writeln!(
+                zoo,
+                "pub mod {name} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{name}.rs\")); }}"
+            )
+            .unwrap();
             writeln!(
                 table,
                 "    ZooModel {{ name: \"{name}\", dir: {dir:?}, random: {random}, arena_bytes: {name}::ARENA_BYTES, \

@@ -43,7 +43,9 @@ impl Builder {
 
     /// The full shape of an input (required for symbolic dims).
     pub fn input(mut self, name: impl Into<String>, dims: impl AsRef<[usize]>) -> Self {
-        self.options.input_dims.push((name.into(), dims.as_ref().to_vec()));
+        self.options
+            .input_dims
+            .push((name.into(), dims.as_ref().to_vec()));
         self
     }
 
@@ -89,7 +91,9 @@ impl Builder {
             Some(d) => d,
             None => std::env::var_os("OUT_DIR")
                 .map(PathBuf::from)
-                .ok_or_else(|| Error::Options("OUT_DIR is not set: call from build.rs or set out_dir()".into()))?,
+                .ok_or_else(|| {
+                    Error::Options("OUT_DIR is not set: call from build.rs or set out_dir()".into())
+                })?,
         };
         if self.emit_rerun {
             println!("cargo:rerun-if-changed={}", self.model.display());

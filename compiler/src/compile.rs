@@ -107,7 +107,9 @@ pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
-    let source = path.file_name().map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
+    let source = path
+        .file_name()
+        .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
     compile_bytes(&bytes, &source, &stem, opts).map_err(|e| match e {
         Error::Parse { message, .. } => Error::Parse {
             path: path.to_owned(),
@@ -119,16 +121,31 @@ pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
 
 /// Compiles a serialized model. `source` names it in comments; `default_name` is the
 /// module name when `opts.name` is unset.
-pub fn compile_bytes(bytes: &[u8], source: &str, default_name: &str, opts: &Options) -> Result<Compiled, Error> {
-    if !opts.alignment.is_power_of_two() || opts.alignment < 4 || opts.alignment > kiln_runtime::arena::ARENA_ALIGN {
+pub fn compile_bytes(
+    bytes: &[u8],
+    source: &str,
+    default_name: &str,
+    opts: &Options,
+) -> Result<Compiled, Error> {
+    if !opts.alignment.is_power_of_two()
+        || opts.alignment < 4
+        || opts.alignment > kiln_runtime::arena::ARENA_ALIGN
+    {
         return Err(Error::Options(format!(
             "alignment must be a power of two between 4 and {}, got {}",
             kiln_runtime::arena::ARENA_ALIGN,
             opts.alignment
         )));
     }
-    let name = opts.name.clone().unwrap_or_else(|| sanitize_name(default_name));
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    let name = opts
+        .name
+        .clone()
+        .unwrap_or_else(|| sanitize_name(default_name));
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         return Err(Error::Options(format!(
             "name `{name}` must be non-empty and use only letters, digits, `_` and `-`"
         )));
@@ -150,7 +167,11 @@ pub fn compile_bytes(bytes: &[u8], source: &str, default_name: &str, opts: &Opti
     let code = match opts.target {
         Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
     };
-    let weights = program.weights.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let weights = program
+        .weights
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
     Ok(Compiled {
         name,
         code,
@@ -163,7 +184,13 @@ pub fn compile_bytes(bytes: &[u8], source: &str, default_name: &str, opts: &Opti
 
 fn sanitize_name(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -173,7 +200,11 @@ fn sanitize_name(s: &str) -> String {
 pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
     let mut input = PlanInput::new(program.steps.len());
     input.alignment = alignment;
-    input.step_names = program.steps.iter().map(|s| format!("{} ({})", s.node, s.op_type)).collect();
+    input.step_names = program
+        .steps
+        .iter()
+        .map(|s| format!("{} ({})", s.node, s.op_type))
+        .collect();
     let mut def: Vec<Option<usize>> = vec![None; program.buffers.len()];
     let mut uses: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
     for (i, s) in program.steps.iter().enumerate() {

@@ -15,8 +15,16 @@ use crate::window;
 /// (required for every input with a symbolic dimension).
 pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Result<(), Error> {
     for name in input_dims.keys() {
-        if !graph.inputs.iter().any(|i| graph.value(i.value).name == *name) {
-            let known: Vec<_> = graph.inputs.iter().map(|i| graph.value(i.value).name.as_str()).collect();
+        if !graph
+            .inputs
+            .iter()
+            .any(|i| graph.value(i.value).name == *name)
+        {
+            let known: Vec<_> = graph
+                .inputs
+                .iter()
+                .map(|i| graph.value(i.value).name.as_str())
+                .collect();
             return Err(Error::Input {
                 input: name.clone(),
                 message: format!("the model has no such input (inputs: {})", known.join(", ")),
@@ -42,7 +50,11 @@ pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Res
     Ok(())
 }
 
-fn resolve_input(name: &str, dims: &[Dim], given: Option<&Vec<usize>>) -> Result<Vec<usize>, Error> {
+fn resolve_input(
+    name: &str,
+    dims: &[Dim],
+    given: Option<&Vec<usize>>,
+) -> Result<Vec<usize>, Error> {
     let err = |message| Error::Input {
         input: name.to_owned(),
         message,
@@ -135,7 +147,10 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
         if let Some(v) = v
             && graph.value(*v).shape.is_none()
         {
-            return Err(format!("input {i} (`{}`) has no known shape", graph.value(*v).name));
+            return Err(format!(
+                "input {i} (`{}`) has no known shape",
+                graph.value(*v).name
+            ));
         }
     }
     let outs = infer_outputs(graph, node)?;
@@ -196,12 +211,18 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             if let Some(b) = node.input(2)
                 && g.value(b).shape() != [ws[0]]
             {
-                return Err(format!("bias has shape {:?}, expected [{}]", g.value(b).shape(), ws[0]));
+                return Err(format!(
+                    "bias has shape {:?}, expected [{}]",
+                    g.value(b).shape(),
+                    ws[0]
+                ));
             }
             let sp = window::resolve(window, &xs[2..], Some(&ws[2..]), false)?;
             vec![Out::like(x.dtype, vec![xs[0], ws[0], sp.out[0], sp.out[1]])]
         }
-        Op::Gemm { trans_a, trans_b, .. } => {
+        Op::Gemm {
+            trans_a, trans_b, ..
+        } => {
             let (a, b) = (x()?.shape(), operand(g, node, 1)?.shape());
             if a.len() != 2 || b.len() != 2 {
                 return Err(format!("A and B must be matrices, got {a:?} and {b:?}"));
@@ -228,7 +249,11 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             for i in 1..5 {
                 let p = operand(g, node, i)?;
                 if p.shape() != [xs[1]] {
-                    return Err(format!("parameter {i} has shape {:?}, expected [{}]", p.shape(), xs[1]));
+                    return Err(format!(
+                        "parameter {i} has shape {:?}, expected [{}]",
+                        p.shape(),
+                        xs[1]
+                    ));
                 }
             }
             if node.outputs.len() > 1 {
@@ -251,14 +276,24 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             let (a, b) = (x()?, operand(g, node, 1)?);
             let shape = broadcast(&[a.shape(), b.shape()])?;
             if all_const {
-                let t = eval_binary(*op, a.constant.as_ref().unwrap(), b.constant.as_ref().unwrap(), &shape);
+                let t = eval_binary(
+                    *op,
+                    a.constant.as_ref().unwrap(),
+                    b.constant.as_ref().unwrap(),
+                    &shape,
+                );
                 vec![Out::constant(t)]
             } else {
                 vec![Out::like(a.dtype, shape)]
             }
         }
         Op::Variadic(_) => {
-            let shapes: Vec<&[usize]> = node.inputs.iter().flatten().map(|&v| g.value(v).shape()).collect();
+            let shapes: Vec<&[usize]> = node
+                .inputs
+                .iter()
+                .flatten()
+                .map(|&v| g.value(v).shape())
+                .collect();
             if shapes.is_empty() {
                 return Err("needs at least one input".into());
             }
@@ -267,13 +302,18 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
         Op::MaxPool(w) | Op::AveragePool { window: w, .. } => {
             let xs = x()?.shape();
             if xs.len() != 4 {
-                return Err(format!("only 2-D pooling (rank-4 input) is supported, got {xs:?}"));
+                return Err(format!(
+                    "only 2-D pooling (rank-4 input) is supported, got {xs:?}"
+                ));
             }
             let sp = window::resolve(w, &xs[2..], None, true)?;
             if node.outputs.len() > 1 && matches!(node.op, Op::MaxPool(_)) {
                 return Err("the Indices output of MaxPool is not supported".into());
             }
-            vec![Out::like(x()?.dtype, vec![xs[0], xs[1], sp.out[0], sp.out[1]])]
+            vec![Out::like(
+                x()?.dtype,
+                vec![xs[0], xs[1], sp.out[0], sp.out[1]],
+            )]
         }
         Op::GlobalAveragePool => {
             let xs = x()?.shape();
@@ -323,8 +363,15 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             let s = x()?.shape();
             let perm = perm.clone().unwrap_or_else(|| (0..s.len()).rev().collect());
             let mut seen = vec![false; s.len()];
-            if perm.len() != s.len() || perm.iter().any(|&p| p >= s.len() || std::mem::replace(&mut seen[p], true)) {
-                return Err(format!("perm {perm:?} is not a permutation of rank {}", s.len()));
+            if perm.len() != s.len()
+                || perm
+                    .iter()
+                    .any(|&p| p >= s.len() || std::mem::replace(&mut seen[p], true))
+            {
+                return Err(format!(
+                    "perm {perm:?} is not a permutation of rank {}",
+                    s.len()
+                ));
             }
             vec![Out::like(x()?.dtype, perm.iter().map(|&p| s[p]).collect())]
         }
@@ -335,7 +382,11 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
         }
         Op::Flatten { axis } => {
             let s = x()?.shape();
-            let axis = if *axis < 0 { *axis + s.len() as i64 } else { *axis };
+            let axis = if *axis < 0 {
+                *axis + s.len() as i64
+            } else {
+                *axis
+            };
             if axis < 0 || axis as usize > s.len() {
                 return Err(format!("axis {axis} is out of range for rank {}", s.len()));
             }
@@ -346,7 +397,9 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             let s = x()?.shape();
             let axes = match axes {
                 Some(a) => Some(a.clone()),
-                None if node.input(1).is_some() => Some(const_operand(g, node, 1, "axes")?.as_i64()),
+                None if node.input(1).is_some() => {
+                    Some(const_operand(g, node, 1, "axes")?.as_i64())
+                }
                 None => None,
             };
             let shape = match axes {
@@ -359,7 +412,10 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
                     if let Some(&a) = axes.iter().find(|&&a| s[a] != 1) {
                         return Err(format!("cannot squeeze axis {a} of size {}", s[a]));
                     }
-                    (0..s.len()).filter(|d| !axes.contains(d)).map(|d| s[d]).collect()
+                    (0..s.len())
+                        .filter(|d| !axes.contains(d))
+                        .map(|d| s[d])
+                        .collect()
                 }
             };
             view_out(x()?, shape)
@@ -378,7 +434,11 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             let mut it = s.iter();
             let mut shape = Vec::with_capacity(rank);
             for d in 0..rank {
-                shape.push(if axes.contains(&d) { 1 } else { *it.next().ok_or("repeated axes")? });
+                shape.push(if axes.contains(&d) {
+                    1
+                } else {
+                    *it.next().ok_or("repeated axes")?
+                });
             }
             view_out(x()?, shape)
         }
@@ -412,8 +472,14 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             shape.extend_from_slice(idx.shape());
             shape.extend_from_slice(&ds[axis + 1..]);
             match (&data.constant, &idx.constant) {
-                (Some(d), Some(i)) => vec![Out::constant(eval_gather(d, &i.as_i64(), axis, shape)?)],
-                _ => return Err("Gather is only supported on constant data (shape arithmetic)".into()),
+                (Some(d), Some(i)) => {
+                    vec![Out::constant(eval_gather(d, &i.as_i64(), axis, shape)?)]
+                }
+                _ => {
+                    return Err(
+                        "Gather is only supported on constant data (shape arithmetic)".into(),
+                    );
+                }
             }
         }
         Op::Cast { to } => match &x()?.constant {
@@ -465,8 +531,16 @@ fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul operands must have rank ≥ 1".into());
     }
-    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != k2 {
@@ -492,7 +566,11 @@ fn reshape_shape(input: &[usize], target: &[i64], allow_zero: bool) -> R<Vec<usi
                 infer_at = Some(i);
                 out.push(1);
             }
-            0 if !allow_zero => out.push(*input.get(i).ok_or_else(|| format!("0 at position {i} copies a missing dim"))?),
+            0 if !allow_zero => out.push(
+                *input
+                    .get(i)
+                    .ok_or_else(|| format!("0 at position {i} copies a missing dim"))?,
+            ),
             t if t >= 0 => out.push(t as usize),
             _ => return Err(format!("invalid target shape {target:?}")),
         }
@@ -500,11 +578,15 @@ fn reshape_shape(input: &[usize], target: &[i64], allow_zero: bool) -> R<Vec<usi
     let known: usize = out.iter().product();
     if let Some(i) = infer_at {
         if known == 0 || total % known != 0 {
-            return Err(format!("cannot reshape {input:?} ({total} elements) to {target:?}"));
+            return Err(format!(
+                "cannot reshape {input:?} ({total} elements) to {target:?}"
+            ));
         }
         out[i] = total / known;
     } else if known != total {
-        return Err(format!("cannot reshape {input:?} ({total} elements) to {target:?}"));
+        return Err(format!(
+            "cannot reshape {input:?} ({total} elements) to {target:?}"
+        ));
     }
     Ok(out)
 }
@@ -539,7 +621,9 @@ fn eval_binary(op: BinaryOp, a: &Tensor, b: &Tensor, shape: &[usize]) -> Tensor 
             BinaryOp::Max => x.max(y),
             BinaryOp::Min => x.min(y),
         };
-        let v = (0..len).map(|i| f(av[index(a, i)], bv[index(b, i)])).collect();
+        let v = (0..len)
+            .map(|i| f(av[index(a, i)], bv[index(b, i)]))
+            .collect();
         Tensor::i64(shape.to_vec(), v).cast(a.dtype)
     } else {
         let (av, bv) = (a.as_f32(), b.as_f32());
@@ -551,7 +635,9 @@ fn eval_binary(op: BinaryOp, a: &Tensor, b: &Tensor, shape: &[usize]) -> Tensor 
             BinaryOp::Max => x.max(y),
             BinaryOp::Min => x.min(y),
         };
-        let v = (0..len).map(|i| f(av[index(a, i)], bv[index(b, i)])).collect();
+        let v = (0..len)
+            .map(|i| f(av[index(a, i)], bv[index(b, i)]))
+            .collect();
         Tensor::f32(shape.to_vec(), v)
     }
 }
@@ -579,4 +665,3 @@ fn eval_gather(data: &Tensor, indices: &[i64], axis: usize, shape: Vec<usize>) -
     }
     Ok(Tensor::f32(shape, out).cast(data.dtype))
 }
-

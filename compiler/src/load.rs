@@ -118,7 +118,8 @@ impl<'m> Loader<'m> {
         self.check_supported(&g.node)?;
 
         for init in &g.initializer {
-            let t = tensor_from_proto(init).map_err(|m| Error::Model(format!("initializer `{}`: {m}", init.name)))?;
+            let t = tensor_from_proto(init)
+                .map_err(|m| Error::Model(format!("initializer `{}`: {m}", init.name)))?;
             self.define(&init.name, t.dtype, Some(t))?;
         }
         for vi in &g.input {
@@ -172,7 +173,9 @@ impl<'m> Loader<'m> {
                         node: name.clone(),
                         op: node.op_type.clone(),
                         opset: self.opset,
-                        message: format!("output `{output}` is already defined elsewhere (ONNX graphs are SSA)"),
+                        message: format!(
+                            "output `{output}` is already defined elsewhere (ONNX graphs are SSA)"
+                        ),
                     });
                 }
                 outputs.push(self.define(output, DType::F32, None)?);
@@ -186,10 +189,9 @@ impl<'m> Loader<'m> {
         }
 
         for vi in &g.output {
-            let id = *self
-                .by_name
-                .get(&vi.name)
-                .ok_or_else(|| Error::Model(format!("graph output `{}` is produced by no node", vi.name)))?;
+            let id = *self.by_name.get(&vi.name).ok_or_else(|| {
+                Error::Model(format!("graph output `{}` is produced by no node", vi.name))
+            })?;
             self.graph.outputs.push(id);
         }
         if self.graph.outputs.is_empty() {
@@ -198,7 +200,12 @@ impl<'m> Loader<'m> {
         Ok(self.graph)
     }
 
-    fn define(&mut self, name: &str, dtype: DType, constant: Option<Tensor>) -> Result<ValueId, Error> {
+    fn define(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        constant: Option<Tensor>,
+    ) -> Result<ValueId, Error> {
         let shape = constant.as_ref().map(|t| t.shape.clone());
         let id = self.graph.add_value(Value {
             name: name.to_owned(),
@@ -231,7 +238,10 @@ impl<'m> Loader<'m> {
             } else {
                 n.name.clone()
             };
-            match found.iter_mut().find(|u| u.op_type == n.op_type && u.domain == n.domain) {
+            match found
+                .iter_mut()
+                .find(|u| u.op_type == n.op_type && u.domain == n.domain)
+            {
                 Some(u) => {
                     u.count += 1;
                     if u.nodes.len() < 3 {
@@ -257,7 +267,10 @@ impl<'m> Loader<'m> {
 
 /// Kahn's algorithm, stable with respect to the file's order (which ONNX requires to
 /// be topological already; some exporters get it wrong).
-fn topological_order(nodes: &[NodeProto], defined: &HashMap<String, ValueId>) -> Result<Vec<usize>, Error> {
+fn topological_order(
+    nodes: &[NodeProto],
+    defined: &HashMap<String, ValueId>,
+) -> Result<Vec<usize>, Error> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
@@ -272,17 +285,24 @@ fn topological_order(nodes: &[NodeProto], defined: &HashMap<String, ValueId>) ->
                 pending[i] += 1;
                 consumers[p].push(i);
             } else if !defined.contains_key(input.as_str()) {
-                let name = if n.name.is_empty() { format!("#{i}") } else { n.name.clone() };
+                let name = if n.name.is_empty() {
+                    format!("#{i}")
+                } else {
+                    n.name.clone()
+                };
                 return Err(Error::Node {
                     node: name,
                     op: n.op_type.clone(),
                     opset: 0,
-                    message: format!("reads `{input}`, which no node, graph input or initializer defines"),
+                    message: format!(
+                        "reads `{input}`, which no node, graph input or initializer defines"
+                    ),
                 });
             }
         }
     }
-    let mut ready: std::collections::BTreeSet<usize> = (0..nodes.len()).filter(|&i| pending[i] == 0).collect();
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..nodes.len()).filter(|&i| pending[i] == 0).collect();
     let mut order = Vec::with_capacity(nodes.len());
     while let Some(i) = ready.pop_first() {
         order.push(i);
@@ -304,7 +324,8 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
         return Err("only tensor inputs are supported".into());
     }
     let tt = vi.type_.tensor_type();
-    let dtype = DType::from_onnx(tt.elem_type).ok_or_else(|| format!("unsupported element type {}", tt.elem_type))?;
+    let dtype = DType::from_onnx(tt.elem_type)
+        .ok_or_else(|| format!("unsupported element type {}", tt.elem_type))?;
     let dims = tt
         .shape
         .dim
@@ -328,7 +349,8 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     if !t.external_data.is_empty() {
         return Err("external data files are not supported yet".into());
     }
-    let dtype = DType::from_onnx(t.data_type).ok_or_else(|| format!("unsupported element type {}", t.data_type))?;
+    let dtype = DType::from_onnx(t.data_type)
+        .ok_or_else(|| format!("unsupported element type {}", t.data_type))?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         shape.push(usize::try_from(d).map_err(|_| format!("negative dimension {d}"))?);
@@ -348,15 +370,27 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
         }
         let chunks = raw.chunks_exact(size);
         match dtype {
-            DType::F32 => Data::F32(chunks.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+            DType::F32 => Data::F32(
+                chunks
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
             DType::F64 => Data::F32(
                 chunks
                     .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32)
                     .collect(),
             ),
             DType::F16 => return Err("float16 tensors are not supported yet".into()),
-            DType::I64 => Data::I64(chunks.map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()),
-            DType::I32 => Data::I64(chunks.map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect()),
+            DType::I64 => Data::I64(
+                chunks
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect(),
+            ),
+            DType::I32 => Data::I64(
+                chunks
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                    .collect(),
+            ),
             DType::I8 => Data::I64(raw.iter().map(|&b| b as i8 as i64).collect()),
             DType::U8 | DType::Bool => Data::I64(raw.iter().map(|&b| b as i64).collect()),
         }
@@ -375,7 +409,9 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
             Data::I64(v) => v.len(),
         };
         if got != len {
-            return Err(format!("holds {got} values, its shape {shape:?} needs {len}"));
+            return Err(format!(
+                "holds {got} values, its shape {shape:?} needs {len}"
+            ));
         }
         data
     };
@@ -403,13 +439,17 @@ impl<'a> Attrs<'a> {
             None => Ok(None),
             Some(v) => v
                 .iter()
-                .map(|&x| usize::try_from(x).map_err(|_| format!("attribute `{name}` has a negative value {x}")))
+                .map(|&x| {
+                    usize::try_from(x)
+                        .map_err(|_| format!("attribute `{name}` has a negative value {x}"))
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
         }
     }
     fn string(&self, name: &str) -> Option<String> {
-        self.get(name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
+        self.get(name)
+            .map(|a| String::from_utf8_lossy(&a.s).into_owned())
     }
     fn tensor(&self, name: &str) -> Result<Option<Tensor>, String> {
         match self.get(name) {
@@ -470,7 +510,10 @@ fn parse_op(node: &NodeProto, opset: i64) -> Result<Op, String> {
             min: Some(a.float("min").unwrap_or(f32::MIN)),
             max: Some(a.float("max").unwrap_or(f32::MAX)),
         }),
-        "Clip" => Ok(Op::Clip { min: None, max: None }),
+        "Clip" => Ok(Op::Clip {
+            min: None,
+            max: None,
+        }),
         "Add" => Ok(Op::Binary(BinaryOp::Add)),
         "Sub" => Ok(Op::Binary(BinaryOp::Sub)),
         "Mul" => Ok(Op::Binary(BinaryOp::Mul)),
@@ -511,13 +554,18 @@ fn parse_op(node: &NodeProto, opset: i64) -> Result<Op, String> {
         "Flatten" => Ok(Op::Flatten {
             axis: a.int("axis").unwrap_or(1),
         }),
-        "Squeeze" => Ok(Op::Squeeze { axes: a.ints("axes") }),
-        "Unsqueeze" => Ok(Op::Unsqueeze { axes: a.ints("axes") }),
+        "Squeeze" => Ok(Op::Squeeze {
+            axes: a.ints("axes"),
+        }),
+        "Unsqueeze" => Ok(Op::Unsqueeze {
+            axes: a.ints("axes"),
+        }),
         "Identity" => Ok(Op::Identity),
         "Dropout" => Ok(Op::Dropout),
         "Constant" => constant_attr(&a).map(Op::Constant),
         "ConstantOfShape" => Ok(Op::ConstantOfShape(
-            a.tensor("value")?.unwrap_or_else(|| Tensor::f32(vec![1], vec![0.0])),
+            a.tensor("value")?
+                .unwrap_or_else(|| Tensor::f32(vec![1], vec![0.0])),
         )),
         "Shape" => Ok(Op::Shape {
             start: a.int("start").unwrap_or(0),
@@ -528,7 +576,8 @@ fn parse_op(node: &NodeProto, opset: i64) -> Result<Op, String> {
         }),
         "Cast" => {
             let to = a.int("to").ok_or("attribute `to` is required")?;
-            let to = DType::from_onnx(to as i32).ok_or_else(|| format!("unsupported target type {to}"))?;
+            let to = DType::from_onnx(to as i32)
+                .ok_or_else(|| format!("unsupported target type {to}"))?;
             Ok(Op::Cast { to })
         }
         other => Err(format!("operator `{other}` is not supported")),

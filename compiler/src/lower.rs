@@ -118,7 +118,10 @@ pub fn lower(graph: &Graph) -> Result<Program, Error> {
         if v.dtype != DType::F32 {
             return Err(Error::Input {
                 input: v.name.clone(),
-                message: format!("has element type {}; the CPU target handles float32 only", v.dtype),
+                message: format!(
+                    "has element type {}; the CPU target handles float32 only",
+                    v.dtype
+                ),
             });
         }
         l.operands.insert(input.value, Operand::Input(i));
@@ -168,7 +171,11 @@ impl Lowering<'_> {
                 t.dtype, value.name
             ));
         };
-        let offset = self.program.weights.len().next_multiple_of(WEIGHT_ALIGN_ELEMS);
+        let offset = self
+            .program
+            .weights
+            .len()
+            .next_multiple_of(WEIGHT_ALIGN_ELEMS);
         self.program.weights.resize(offset, 0.0);
         self.program.weights.extend_from_slice(data);
         self.program.weight_entries.push(WeightEntry {
@@ -176,7 +183,10 @@ impl Lowering<'_> {
             offset,
             len: data.len(),
         });
-        let o = Operand::Weight { offset, len: data.len() };
+        let o = Operand::Weight {
+            offset,
+            len: data.len(),
+        };
         self.operands.insert(v, o);
         Ok(o)
     }
@@ -191,11 +201,20 @@ impl Lowering<'_> {
     }
 
     fn shape(&self, v: Option<ValueId>) -> R<&[usize]> {
-        v.map(|v| self.graph.value(v).shape()).ok_or_else(|| "an input is missing".into())
+        v.map(|v| self.graph.value(v).shape())
+            .ok_or_else(|| "an input is missing".into())
     }
 
-    fn push(&mut self, node: &Node, kernel: Kernel, inputs: Vec<Operand>, output: BufferId, scratch_len: usize) {
-        let scratch = (scratch_len > 0).then(|| self.buffer(&format!("{}:scratch", node.name), scratch_len, true));
+    fn push(
+        &mut self,
+        node: &Node,
+        kernel: Kernel,
+        inputs: Vec<Operand>,
+        output: BufferId,
+        scratch_len: usize,
+    ) {
+        let scratch = (scratch_len > 0)
+            .then(|| self.buffer(&format!("{}:scratch", node.name), scratch_len, true));
         self.program.steps.push(Step {
             node: node.name.clone(),
             op_type: node.op.onnx_name(),
@@ -211,8 +230,10 @@ impl Lowering<'_> {
         let out_value = g.value(node.outputs[0]);
         for v in node.inputs.iter().flatten().chain(&node.outputs[..1]) {
             let value = g.value(*v);
-            let is_shape_input = matches!(node.op, Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } | Op::Clip { .. })
-                && node.inputs.first() != Some(&Some(*v))
+            let is_shape_input = matches!(
+                node.op,
+                Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } | Op::Clip { .. }
+            ) && node.inputs.first() != Some(&Some(*v))
                 && node.outputs[0] != *v;
             if value.dtype != DType::F32 && !is_shape_input {
                 return Err(format!(
@@ -229,7 +250,11 @@ impl Lowering<'_> {
         let x_shape = self.shape(node.input(0))?.to_vec();
         let y_shape = out_value.shape().to_vec();
         let kernel = match &node.op {
-            Op::Conv { window, group, activation } => {
+            Op::Conv {
+                window,
+                group,
+                activation,
+            } => {
                 let w_shape = self.shape(node.input(1))?;
                 let sp = window::resolve(window, &x_shape[2..], Some(&w_shape[2..]), false)?;
                 let p = params::Conv2d {
@@ -243,7 +268,12 @@ impl Lowering<'_> {
                     kernel: [sp.kernel[0], sp.kernel[1]],
                     stride: [sp.strides[0], sp.strides[1]],
                     dilation: [sp.dilations[0], sp.dilations[1]],
-                    pads: [sp.pads_begin[0], sp.pads_begin[1], sp.pads_end[0], sp.pads_end[1]],
+                    pads: [
+                        sp.pads_begin[0],
+                        sp.pads_begin[1],
+                        sp.pads_end[0],
+                        sp.pads_end[1],
+                    ],
                     group: *group,
                     activation: activation_param(*activation),
                 };
@@ -267,8 +297,13 @@ impl Lowering<'_> {
                     None => [0, 0],
                     Some(c) => {
                         let cs = g.value(c).shape();
-                        let full: Vec<usize> = std::iter::repeat_n(1, 2 - cs.len().min(2)).chain(cs.iter().copied()).collect();
-                        [if full[0] == 1 { 0 } else { full[1] }, if full[1] == 1 { 0 } else { 1 }]
+                        let full: Vec<usize> = std::iter::repeat_n(1, 2 - cs.len().min(2))
+                            .chain(cs.iter().copied())
+                            .collect();
+                        [
+                            if full[0] == 1 { 0 } else { full[1] },
+                            if full[1] == 1 { 0 } else { 1 },
+                        ]
                     }
                 };
                 Kernel::Gemm(params::Gemm {
@@ -283,7 +318,11 @@ impl Lowering<'_> {
                     activation: activation_param(*activation),
                 })
             }
-            Op::MatMul => Kernel::MatMul(matmul_params(&x_shape, self.shape(node.input(1))?, &y_shape)?),
+            Op::MatMul => Kernel::MatMul(matmul_params(
+                &x_shape,
+                self.shape(node.input(1))?,
+                &y_shape,
+            )?),
             Op::BatchNormalization { epsilon } => Kernel::BatchNorm(params::BatchNorm {
                 n: x_shape[0],
                 c: x_shape[1],
@@ -307,7 +346,13 @@ impl Lowering<'_> {
                 let (lo, hi) = (bound(min, 1, f32::MIN)?, bound(max, 2, f32::MAX)?);
                 let x = self.operand(node.input(0).ok_or("input 0 is missing")?)?;
                 let out = self.buffer(&out_value.name, out_value.len(), false);
-                self.push(node, Kernel::Unary(params::Unary::Clip { min: lo, max: hi }), vec![x], out, 0);
+                self.push(
+                    node,
+                    Kernel::Unary(params::Unary::Clip { min: lo, max: hi }),
+                    vec![x],
+                    out,
+                    0,
+                );
                 return self.bind(node, out);
             }
             Op::Binary(b) => {
@@ -318,7 +363,9 @@ impl Lowering<'_> {
             Op::MaxPool(w) | Op::AveragePool { window: w, .. } => {
                 let sp = window::resolve(w, &x_shape[2..], None, true)?;
                 let kind = match node.op {
-                    Op::AveragePool { count_include_pad, .. } => params::PoolKind::Average { count_include_pad },
+                    Op::AveragePool {
+                        count_include_pad, ..
+                    } => params::PoolKind::Average { count_include_pad },
                     _ => params::PoolKind::Max,
                 };
                 Kernel::Pool2d(params::Pool2d {
@@ -332,14 +379,24 @@ impl Lowering<'_> {
                     kernel: [sp.kernel[0], sp.kernel[1]],
                     stride: [sp.strides[0], sp.strides[1]],
                     dilation: [sp.dilations[0], sp.dilations[1]],
-                    pads: [sp.pads_begin[0], sp.pads_begin[1], sp.pads_end[0], sp.pads_end[1]],
+                    pads: [
+                        sp.pads_begin[0],
+                        sp.pads_begin[1],
+                        sp.pads_end[0],
+                        sp.pads_end[1],
+                    ],
                 })
             }
             Op::GlobalAveragePool => Kernel::ReduceMean(params::ReduceMean {
                 outer: x_shape[0] * x_shape[1],
                 inner: x_shape[2..].iter().product(),
             }),
-            Op::Lrn { size, alpha, beta, bias } => Kernel::Lrn(params::Lrn {
+            Op::Lrn {
+                size,
+                alpha,
+                beta,
+                bias,
+            } => Kernel::Lrn(params::Lrn {
                 n: x_shape[0],
                 c: x_shape[1],
                 inner: x_shape[2..].iter().product(),
@@ -357,7 +414,12 @@ impl Lowering<'_> {
                 } else {
                     (x_shape[a], x_shape[a + 1..].iter().product())
                 };
-                Kernel::Softmax(params::Softmax { outer, len, inner, log: *log })
+                Kernel::Softmax(params::Softmax {
+                    outer,
+                    len,
+                    inner,
+                    log: *log,
+                })
             }
             Op::Concat { axis } => {
                 let a = normalize_axis(*axis, y_shape.len())?;
@@ -371,7 +433,10 @@ impl Lowering<'_> {
                     _ => (0..x_shape.len()).rev().collect(),
                 };
                 if x_shape.len() > MAX_RANK {
-                    return Err(format!("rank {} exceeds the supported {MAX_RANK}", x_shape.len()));
+                    return Err(format!(
+                        "rank {} exceeds the supported {MAX_RANK}",
+                        x_shape.len()
+                    ));
                 }
                 let mut in_shape = [1; MAX_RANK];
                 let mut p = [0; MAX_RANK];
@@ -387,11 +452,15 @@ impl Lowering<'_> {
                 })
             }
             Op::Constant(_) | Op::ConstantOfShape(_) | Op::Shape { .. } | Op::Gather { .. } => {
-                return Err("should have been folded to a constant; its inputs are not constant".into());
+                return Err(
+                    "should have been folded to a constant; its inputs are not constant".into(),
+                );
             }
             Op::Cast { to } => {
                 if *to != DType::F32 {
-                    return Err(format!("casts to {to} at run time; the CPU target handles float32 only"));
+                    return Err(format!(
+                        "casts to {to} at run time; the CPU target handles float32 only"
+                    ));
                 }
                 Kernel::Copy
             }
@@ -409,7 +478,11 @@ impl Lowering<'_> {
     }
 
     fn operands_of(&mut self, node: &Node) -> R<Vec<Operand>> {
-        node.inputs.iter().flatten().map(|&v| self.operand(v)).collect()
+        node.inputs
+            .iter()
+            .flatten()
+            .map(|&v| self.operand(v))
+            .collect()
     }
 
     fn bind(&mut self, node: &Node, out: BufferId) -> R<()> {
@@ -431,12 +504,24 @@ impl Lowering<'_> {
         let b_shape = self.graph.value(ins[1]).shape().to_vec();
         let second = self.operand(ins[1])?;
         let bc = broadcast_params(y_shape, &a_shape, &b_shape)?;
-        self.push(node, Kernel::Binary(binary_param(op), bc), vec![first, second], out, 0);
+        self.push(
+            node,
+            Kernel::Binary(binary_param(op), bc),
+            vec![first, second],
+            out,
+            0,
+        );
         for &v in &ins[2..] {
             let s = self.graph.value(v).shape().to_vec();
             let bc = broadcast_params(y_shape, y_shape, &s)?;
             let o = self.operand(v)?;
-            self.push(node, Kernel::BinaryInPlace(binary_param(op), bc), vec![o], out, 0);
+            self.push(
+                node,
+                Kernel::BinaryInPlace(binary_param(op), bc),
+                vec![o],
+                out,
+                0,
+            );
         }
         self.bind(node, out)
     }
@@ -546,7 +631,10 @@ pub fn broadcast_params(out: &[usize], a: &[usize], b: &[usize]) -> R<params::Br
         dims.push(cur);
     }
     if dims.len() > MAX_RANK {
-        return Err(format!("broadcast of rank {} exceeds the supported {MAX_RANK}", dims.len()));
+        return Err(format!(
+            "broadcast of rank {} exceeds the supported {MAX_RANK}",
+            dims.len()
+        ));
     }
     let mut p = params::Broadcast {
         rank: dims.len(),
@@ -563,15 +651,29 @@ pub fn broadcast_params(out: &[usize], a: &[usize], b: &[usize]) -> R<params::Br
 }
 
 fn matmul_params(a: &[usize], b: &[usize], y: &[usize]) -> R<params::MatMul> {
-    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
     let (m, k, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 1]);
     let batch_rank = a2.len().max(b2.len()) - 2;
     if batch_rank > MAX_RANK {
-        return Err(format!("batch rank {batch_rank} exceeds the supported {MAX_RANK}"));
+        return Err(format!(
+            "batch rank {batch_rank} exceeds the supported {MAX_RANK}"
+        ));
     }
     let batch: Vec<usize> = y[..y.len() - (a.len() > 1) as usize - (b.len() > 1) as usize].to_vec();
-    let batch = if batch.len() == batch_rank { batch } else { vec![1; batch_rank] };
+    let batch = if batch.len() == batch_rank {
+        batch
+    } else {
+        vec![1; batch_rank]
+    };
     let sa = broadcast_strides(&a2[..a2.len() - 2], &batch);
     let sb = broadcast_strides(&b2[..b2.len() - 2], &batch);
     let mut p = params::MatMul {
@@ -598,11 +700,22 @@ mod tests {
     #[test]
     fn broadcast_merges_contiguous_dims() {
         let p = broadcast_params(&[1, 64, 56, 56], &[1, 64, 56, 56], &[1, 64, 56, 56]).unwrap();
-        assert_eq!((p.rank, p.shape[0], p.a_strides[0], p.b_strides[0]), (1, 64 * 56 * 56, 1, 1));
+        assert_eq!(
+            (p.rank, p.shape[0], p.a_strides[0], p.b_strides[0]),
+            (1, 64 * 56 * 56, 1, 1)
+        );
         let p = broadcast_params(&[1, 64, 56, 56], &[1, 64, 56, 56], &[64, 1, 1]).unwrap();
         assert_eq!(p.rank, 2);
         assert_eq!((p.shape[0], p.shape[1]), (64, 56 * 56));
-        assert_eq!((p.a_strides[0], p.a_strides[1], p.b_strides[0], p.b_strides[1]), (3136, 1, 1, 0));
+        assert_eq!(
+            (
+                p.a_strides[0],
+                p.a_strides[1],
+                p.b_strides[0],
+                p.b_strides[1]
+            ),
+            (3136, 1, 1, 0)
+        );
         let p = broadcast_params(&[3, 4], &[3, 4], &[]).unwrap();
         assert_eq!((p.rank, p.shape[0], p.b_strides[0]), (1, 12, 0));
     }

@@ -70,7 +70,11 @@ struct ModelArgs {
 impl ModelArgs {
     fn options(&self) -> Result<Options, Error> {
         Ok(Options {
-            input_dims: self.inputs.iter().map(|s| parse_input_spec(s)).collect::<Result<_, _>>()?,
+            input_dims: self
+                .inputs
+                .iter()
+                .map(|s| parse_input_spec(s))
+                .collect::<Result<_, _>>()?,
             alignment: self.alignment,
             ..Options::default()
         })
@@ -120,7 +124,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Plan { model, json } => {
             let compiled = compile(&model.model, &model.options()?)?;
             if json {
-                let v = kiln_compiler::plan::report::json_report(&compiled.plan_input, &compiled.plan);
+                let v =
+                    kiln_compiler::plan::report::json_report(&compiled.plan_input, &compiled.plan);
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 print!("{}", compiled.report());

@@ -33,7 +33,10 @@ pub fn parse(bytes: &[u8]) -> Result<Array, String> {
     }
     let (header_len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         v => return Err(format!("unknown format version {v}")),
     };
     let header = bytes
@@ -41,7 +44,9 @@ pub fn parse(bytes: &[u8]) -> Result<Array, String> {
         .ok_or("truncated header")?;
     let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
     let field = |key: &str| -> Result<&str, String> {
-        let at = header.find(&format!("'{key}'")).ok_or(format!("header lacks '{key}'"))?;
+        let at = header
+            .find(&format!("'{key}'"))
+            .ok_or(format!("header lacks '{key}'"))?;
         let rest = &header[at + key.len() + 2..];
         Ok(rest.trim_start_matches([' ', ':']))
     };
@@ -56,19 +61,34 @@ pub fn parse(bytes: &[u8]) -> Result<Array, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| format!("bad dimension `{s}`")))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| format!("bad dimension `{s}`"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let n: usize = shape.iter().product();
     let body = &bytes[start + header_len..];
     let (size, conv): (usize, fn(&[u8]) -> f32) = match descr {
         "<f4" | "|f4" => (4, |c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        "<f8" => (8, |c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32),
+        "<f8" => (8, |c| {
+            f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32
+        }),
         "<i4" => (4, |c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32),
-        "<i8" => (8, |c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32),
-        other => return Err(format!("element type `{other}` is not supported (use float32)")),
+        "<i8" => (8, |c| {
+            i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32
+        }),
+        other => {
+            return Err(format!(
+                "element type `{other}` is not supported (use float32)"
+            ));
+        }
     };
     if body.len() != n * size {
-        return Err(format!("holds {} data bytes, shape {shape:?} of `{descr}` needs {}", body.len(), n * size));
+        return Err(format!(
+            "holds {} data bytes, shape {shape:?} of `{descr}` needs {}",
+            body.len(),
+            n * size
+        ));
     }
     Ok(Array {
         shape,

@@ -18,9 +18,11 @@ pub fn run(graph: &mut Graph) -> Result<(), Error> {
 /// their consumers read the constants directly.
 pub fn drop_folded(graph: &mut Graph) {
     let values = &graph.values;
-    graph
-        .nodes
-        .retain(|n| !n.outputs.iter().all(|o| values[o.index()].constant.is_some()));
+    graph.nodes.retain(|n| {
+        !n.outputs
+            .iter()
+            .all(|o| values[o.index()].constant.is_some())
+    });
 }
 
 /// Identity and Dropout (inference) forward their input: consumers are rewired to it.
@@ -32,7 +34,10 @@ pub fn remove_identities(graph: &mut Graph) {
         let forwards = matches!(n.op, Op::Identity | Op::Dropout);
         let out = n.outputs[0];
         let extra_outputs_unused = n.outputs[1..].iter().all(|o| !is_read(graph, *o));
-        match (forwards && extra_outputs_unused && !graph.is_output(out), n.input(0)) {
+        match (
+            forwards && extra_outputs_unused && !graph.is_output(out),
+            n.input(0),
+        ) {
             (true, Some(input)) => {
                 graph.nodes.remove(i);
                 graph.replace_uses(out, input);
@@ -87,7 +92,13 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
 
 fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
     let conv = &graph.nodes[conv_index];
-    if !matches!(conv.op, Op::Conv { activation: None, .. }) {
+    if !matches!(
+        conv.op,
+        Op::Conv {
+            activation: None,
+            ..
+        }
+    ) {
         return None;
     }
     let y = conv.outputs[0];
@@ -144,14 +155,22 @@ pub fn fuse_activations(graph: &mut Graph) {
     while i < graph.nodes.len() {
         let fusable = matches!(
             graph.nodes[i].op,
-            Op::Conv { activation: None, .. } | Op::Gemm { activation: None, .. }
+            Op::Conv {
+                activation: None,
+                ..
+            } | Op::Gemm {
+                activation: None,
+                ..
+            }
         );
         if fusable && let Some(act_index) = sole_consumer(graph, graph.nodes[i].outputs[0]) {
             let act_node = &graph.nodes[act_index];
             if let Some(act) = activation_of(graph, act_node) {
                 let out = act_node.outputs[0];
                 match &mut graph.nodes[i].op {
-                    Op::Conv { activation, .. } | Op::Gemm { activation, .. } => *activation = Some(act),
+                    Op::Conv { activation, .. } | Op::Gemm { activation, .. } => {
+                        *activation = Some(act)
+                    }
                     _ => unreachable!("checked above"),
                 }
                 graph.nodes[i].outputs[0] = out;

@@ -54,7 +54,11 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 pub fn run(args: &RunArgs) -> Result<(), Error> {
     let opts = Options {
         name: Some("model".into()),
-        input_dims: args.inputs.iter().map(|s| parse_input_spec(s)).collect::<Result<_, _>>()?,
+        input_dims: args
+            .inputs
+            .iter()
+            .map(|s| parse_input_spec(s))
+            .collect::<Result<_, _>>()?,
         alignment: args.alignment,
         weights: WeightsMode::File,
         ..Options::default()
@@ -74,7 +78,13 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     );
 
     let mut h = DefaultHasher::new();
-    (env!("CARGO_PKG_VERSION"), &model_bytes, &args.inputs, args.alignment).hash(&mut h);
+    (
+        env!("CARGO_PKG_VERSION"),
+        &model_bytes,
+        &args.inputs,
+        args.alignment,
+    )
+        .hash(&mut h);
     let cache = std::env::var_os("KILN_CACHE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/kiln-run"));
@@ -83,7 +93,10 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     let src = crate_dir.join("src");
     std::fs::create_dir_all(&src).map_err(io_err(&src))?;
     compiled.write_to(&src)?;
-    write_if_changed(&crate_dir.join("Cargo.toml"), &cargo_toml(&format!("{:016x}", h.finish()))?)?;
+    write_if_changed(
+        &crate_dir.join("Cargo.toml"),
+        &cargo_toml(&format!("{:016x}", h.finish()))?,
+    )?;
     write_if_changed(&src.join("main.rs"), DRIVER)?;
 
     // Inputs: .npy data or seeded random values, handed over as raw little-endian f32.
@@ -114,13 +127,21 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
                 if a.data.len() != io.shape.iter().product::<usize>() {
                     return Err(Error::Input {
                         input: io.name.clone(),
-                        message: format!("{} has shape {:?}, the model expects {:?}", file.display(), a.shape, io.shape),
+                        message: format!(
+                            "{} has shape {:?}, the model expects {:?}",
+                            file.display(),
+                            a.shape,
+                            io.shape
+                        ),
                     });
                 }
                 a.data
             }
             None => {
-                println!("input {}: seeded random values in [0, 1), shape {:?}", io.name, io.shape);
+                println!(
+                    "input {}: seeded random values in [0, 1), shape {:?}",
+                    io.name, io.shape
+                );
                 seeded_random(io.shape.iter().product(), i as u64)
             }
         };
@@ -144,7 +165,9 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             crate_dir.display()
         )));
     }
-    let exe = target_dir.join("release").join(format!("kiln-run-{:016x}", h.finish()));
+    let exe = target_dir
+        .join("release")
+        .join(format!("kiln-run-{:016x}", h.finish()));
     let out_dir = work.join("out");
     std::fs::create_dir_all(&out_dir).map_err(io_err(&out_dir))?;
     let output = Command::new(&exe)
@@ -179,7 +202,10 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         let (argmax, max) = values
             .iter()
             .enumerate()
-            .fold((0, f32::NEG_INFINITY), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |a, (i, &v)| if v > a.1 { (i, v) } else { a },
+            );
         println!(
             "output {} {:?}: [{}{}] (max {max:.6} at {argmax})",
             io.name,
@@ -192,7 +218,13 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             let file_name: String = io
                 .name
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' { c } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
             let path = dir.join(format!("{file_name}.npy"));
             std::fs::write(&path, npy::to_bytes(&io.shape, &values)).map_err(io_err(&path))?;
@@ -253,7 +285,8 @@ codegen-units = 4
 
 /// xorshift64*: reproducible inputs without a dependency.
 fn seeded_random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ (seed.wrapping_add(1)).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut s =
+        0x9E37_79B9_7F4A_7C15u64 ^ (seed.wrapping_add(1)).wrapping_mul(0xD1B5_4A32_D192_ED03);
     (0..n)
         .map(|_| {
             s ^= s >> 12;

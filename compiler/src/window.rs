@@ -20,11 +20,18 @@ pub struct Spatial {
 /// Resolves `w` over input spatial dims `input`. Convolutions pass the weight's spatial
 /// dims as `weight_kernel` (used when `kernel_shape` is absent); pooling requires
 /// `kernel_shape` and honours `ceil_mode`.
-pub fn resolve(w: &Window, input: &[usize], weight_kernel: Option<&[usize]>, pool: bool) -> Result<Spatial, String> {
+pub fn resolve(
+    w: &Window,
+    input: &[usize],
+    weight_kernel: Option<&[usize]>,
+    pool: bool,
+) -> Result<Spatial, String> {
     let n = input.len();
     let kernel = match (&w.kernel_shape, weight_kernel) {
         (Some(k), Some(wk)) if k.as_slice() != wk => {
-            return Err(format!("kernel_shape {k:?} disagrees with the weight's {wk:?}"));
+            return Err(format!(
+                "kernel_shape {k:?} disagrees with the weight's {wk:?}"
+            ));
         }
         (Some(k), _) => k.clone(),
         (None, Some(wk)) => wk.to_vec(),
@@ -33,9 +40,16 @@ pub fn resolve(w: &Window, input: &[usize], weight_kernel: Option<&[usize]>, poo
     let ones = vec![1; n];
     let strides = w.strides.clone().unwrap_or_else(|| ones.clone());
     let dilations = w.dilations.clone().unwrap_or(ones);
-    for (name, v) in [("kernel_shape", &kernel), ("strides", &strides), ("dilations", &dilations)] {
+    for (name, v) in [
+        ("kernel_shape", &kernel),
+        ("strides", &strides),
+        ("dilations", &dilations),
+    ] {
         if v.len() != n {
-            return Err(format!("`{name}` has {} values for {n} spatial dims", v.len()));
+            return Err(format!(
+                "`{name}` has {} values for {n} spatial dims",
+                v.len()
+            ));
         }
         if v.contains(&0) {
             return Err(format!("`{name}` {v:?} contains 0"));
@@ -46,7 +60,12 @@ pub fn resolve(w: &Window, input: &[usize], weight_kernel: Option<&[usize]>, poo
         AutoPad::NotSet => match &w.pads {
             None => (vec![0; n], vec![0; n]),
             Some(p) if p.len() == 2 * n => (p[..n].to_vec(), p[n..].to_vec()),
-            Some(p) => return Err(format!("`pads` has {} values for {n} spatial dims", p.len())),
+            Some(p) => {
+                return Err(format!(
+                    "`pads` has {} values for {n} spatial dims",
+                    p.len()
+                ));
+            }
         },
         AutoPad::Valid => (vec![0; n], vec![0; n]),
         AutoPad::SameUpper | AutoPad::SameLower => {
@@ -116,9 +135,24 @@ mod tests {
     #[test]
     fn floor_and_ceil_modes() {
         // GoogLeNet pool1: 112 -> 56 with 3x3/2 and ceil_mode.
-        assert_eq!(resolve(&win(3, 2, 0, true), &[112, 112], None, true).unwrap().out, vec![56, 56]);
-        assert_eq!(resolve(&win(3, 2, 0, false), &[112, 112], None, true).unwrap().out, vec![55, 55]);
-        assert_eq!(resolve(&win(7, 2, 3, false), &[224, 224], None, false).unwrap().out, vec![112, 112]);
+        assert_eq!(
+            resolve(&win(3, 2, 0, true), &[112, 112], None, true)
+                .unwrap()
+                .out,
+            vec![56, 56]
+        );
+        assert_eq!(
+            resolve(&win(3, 2, 0, false), &[112, 112], None, true)
+                .unwrap()
+                .out,
+            vec![55, 55]
+        );
+        assert_eq!(
+            resolve(&win(7, 2, 3, false), &[224, 224], None, false)
+                .unwrap()
+                .out,
+            vec![112, 112]
+        );
     }
 
     #[test]
@@ -127,7 +161,10 @@ mod tests {
         w.pads = None;
         w.auto_pad = AutoPad::SameUpper;
         let s = resolve(&w, &[5, 5], None, true).unwrap();
-        assert_eq!((s.out, s.pads_begin, s.pads_end), (vec![3, 3], vec![0, 0], vec![1, 1]));
+        assert_eq!(
+            (s.out, s.pads_begin, s.pads_end),
+            (vec![3, 3], vec![0, 0], vec![1, 1])
+        );
     }
 
     #[test]

@@ -53,9 +53,18 @@ mod tests {
     fn checks_length_and_alignment() {
         let data = [1.0f32, 2.0, 3.0, 4.0, 5.0];
         let bytes = as_bytes(&data);
-        assert_eq!(f32_input(&INFO, &bytes[..16]).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
-        assert!(matches!(f32_input(&INFO, &bytes[..12]), Err(Error::InputLength { .. })));
-        assert!(matches!(f32_input(&INFO, &bytes[1..17]), Err(Error::InputMisaligned { .. })));
+        assert_eq!(
+            f32_input(&INFO, &bytes[..16]).unwrap(),
+            &[1.0, 2.0, 3.0, 4.0]
+        );
+        assert!(matches!(
+            f32_input(&INFO, &bytes[..12]),
+            Err(Error::InputLength { .. })
+        ));
+        assert!(matches!(
+            f32_input(&INFO, &bytes[1..17]),
+            Err(Error::InputMisaligned { .. })
+        ));
         assert!(check_input(&INFO, &data).is_err());
     }
 }

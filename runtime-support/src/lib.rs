@@ -11,8 +11,8 @@
 //! Nothing here allocates after a [`Context`] has been created.
 
 pub mod arena;
-pub mod io;
 mod error;
+pub mod io;
 pub mod kernels;
 pub mod params;
 pub mod weights;

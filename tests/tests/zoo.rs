@@ -12,39 +12,71 @@ use std::path::Path;
 
 use kiln_tests::{bytes, compare, find, load_npy};
 
+/// Index of the logits among the random variant's outputs, from meta.json.
+fn logits_index(dir: &Path) -> usize {
+    let meta = std::fs::read_to_string(dir.join("meta.json")).expect("meta.json");
+    let at = meta
+        .find("\"logits_output_index\":")
+        .expect("logits_output_index in meta.json");
+    let rest = meta[at + 22..].trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().expect("logits_output_index is a number")
+}
+
 fn check(name: &str) {
-    for (model, input, expected, logits_tol) in [
-        (find(name), "input_0.npy", vec!["expected_0.npy"], None),
-        (
-            find(&format!("{name}_random")),
-            "random_input_0.npy",
-            vec!["random_expected_0.npy", "random_expected_1.npy"],
-            Some(1e-3f32),
-        ),
-    ] {
-        let dir = Path::new(model.dir);
-        let x = load_npy(&dir.join(input));
-        assert_eq!(x.shape, model.inputs[0].shape, "{}: input shape", model.name);
-        let outs = (model.run)(model.weights, &[bytes(&x.data)]).unwrap_or_else(|e| panic!("{}: {e}", model.name));
-        assert_eq!(outs.len(), expected.len(), "{}: output count", model.name);
-        for (i, (got, file)) in outs.iter().zip(&expected).enumerate() {
-            let want = load_npy(&dir.join(file));
-            let (atol, rtol) = match (i, logits_tol) {
-                (0, None) => (1e-6, 1e-3),
-                (0, Some(_)) => (1e-4, 0.0),
-                (_, Some(t)) => {
-                    let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-                    (t * scale, 0.0)
-                }
-                (_, None) => unreachable!(),
-            };
-            let (max, ok) = compare(got, &want.data, atol, rtol);
-            eprintln!(
-                "{:<24} output {i} ({file}): max |diff| {max:.3e} (atol {atol:.1e}, rtol {rtol:.0e})",
-                model.name
-            );
-            assert!(ok, "{}: output {i} differs from {file}: max |diff| {max:e}", model.name);
+    // The original: ONNX's expected output, with ONNX's own backend-test tolerance.
+    let model = find(name);
+    let dir = Path::new(model.dir);
+    run_and_compare(model, "input_0.npy", &["expected_0.npy"], |_, _| {
+        (1e-6, 1e-3)
+    });
+
+    // Random weights: onnxruntime's outputs; logits relative to their scale.
+    let random = find(&format!("{name}_random"));
+    let logits = logits_index(dir);
+    let expected: Vec<String> = (0..random.outputs.len())
+        .map(|i| format!("random_expected_{i}.npy"))
+        .collect();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    run_and_compare(random, "random_input_0.npy", &expected, |i, want| {
+        if i == logits {
+            let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+            (1e-3 * scale, 0.0)
+        } else {
+            (1e-4, 0.0)
         }
+    });
+}
+
+fn run_and_compare(
+    model: &kiln_tests::ZooModel,
+    input: &str,
+    expected: &[&str],
+    tolerance: impl Fn(usize, &[f32]) -> (f32, f32),
+) {
+    let dir = Path::new(model.dir);
+    let x = load_npy(&dir.join(input));
+    assert_eq!(
+        x.shape, model.inputs[0].shape,
+        "{}: input shape",
+        model.name
+    );
+    let outs = (model.run)(model.weights, &[bytes(&x.data)])
+        .unwrap_or_else(|e| panic!("{}: {e}", model.name));
+    assert_eq!(outs.len(), expected.len(), "{}: output count", model.name);
+    for (i, (got, file)) in outs.iter().zip(expected).enumerate() {
+        let want = load_npy(&dir.join(file));
+        let (atol, rtol) = tolerance(i, &want.data);
+        let (max, ok) = compare(got, &want.data, atol, rtol);
+        eprintln!(
+            "{:<24} output {i} ({file}): max |diff| {max:.3e} (atol {atol:.1e}, rtol {rtol:.0e})",
+            model.name
+        );
+        assert!(
+            ok,
+            "{}: output {i} differs from {file}: max |diff| {max:e}",
+            model.name
+        );
     }
 }
 
@@ -71,8 +103,16 @@ zoo_tests!(
 #[test]
 fn arena_between_lower_bound_and_naive() {
     kiln_tests::require_testdata();
-    assert_eq!(kiln_tests::zoo::MODELS.len(), 18, "every model and its random variant");
+    assert_eq!(
+        kiln_tests::zoo::MODELS.len(),
+        18,
+        "every model and its random variant"
+    );
     for m in kiln_tests::zoo::MODELS {
-        assert!(m.lower_bound_bytes <= m.arena_bytes && m.arena_bytes <= m.naive_bytes, "{}", m.name);
+        assert!(
+            m.lower_bound_bytes <= m.arena_bytes && m.arena_bytes <= m.naive_bytes,
+            "{}",
+            m.name
+        );
     }
 }

@@ -33,7 +33,11 @@ impl Namer {
         while s.contains("__") {
             s = s.replace("__", "_");
         }
-        s = if self.upper { s.to_ascii_uppercase() } else { s.to_ascii_lowercase() };
+        s = if self.upper {
+            s.to_ascii_uppercase()
+        } else {
+            s.to_ascii_lowercase()
+        };
         if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
             s = format!("{}{s}", if self.upper { "T" } else { "t" });
         }

@@ -74,9 +74,16 @@ pub fn binary(rt: &TokenStream, b: Binary) -> TokenStream {
 }
 
 pub fn conv2d(rt: &TokenStream, p: &Conv2d) -> TokenStream {
-    let [n, c_in, h_in, w_in, c_out, h_out, w_out, group] =
-        [p.n, p.c_in, p.h_in, p.w_in, p.c_out, p.h_out, p.w_out, p.group].map(us);
-    let (kernel, stride, dilation, pads) = (arr(&p.kernel), arr(&p.stride), arr(&p.dilation), arr(&p.pads));
+    let [n, c_in, h_in, w_in, c_out, h_out, w_out, group] = [
+        p.n, p.c_in, p.h_in, p.w_in, p.c_out, p.h_out, p.w_out, p.group,
+    ]
+    .map(us);
+    let (kernel, stride, dilation, pads) = (
+        arr(&p.kernel),
+        arr(&p.stride),
+        arr(&p.dilation),
+        arr(&p.pads),
+    );
     let act = activation(rt, p.activation);
     quote!(#rt::params::Conv2d {
         n: #n, c_in: #c_in, h_in: #h_in, w_in: #w_in, c_out: #c_out, h_out: #h_out, w_out: #w_out,
@@ -97,7 +104,11 @@ pub fn gemm(rt: &TokenStream, p: &Gemm) -> TokenStream {
 
 pub fn matmul(rt: &TokenStream, p: &MatMul) -> TokenStream {
     let [m, n, k, r] = [p.m, p.n, p.k, p.batch_rank].map(us);
-    let (bs, sa, sb) = (arr(&p.batch_shape), arr(&p.a_batch_strides), arr(&p.b_batch_strides));
+    let (bs, sa, sb) = (
+        arr(&p.batch_shape),
+        arr(&p.a_batch_strides),
+        arr(&p.b_batch_strides),
+    );
     quote!(#rt::params::MatMul {
         m: #m, n: #n, k: #k, batch_rank: #r, batch_shape: #bs, a_batch_strides: #sa, b_batch_strides: #sb,
     })
@@ -123,7 +134,12 @@ pub fn pool2d(rt: &TokenStream, p: &Pool2d) -> TokenStream {
         }
     };
     let [n, c, h_in, w_in, h_out, w_out] = [p.n, p.c, p.h_in, p.w_in, p.h_out, p.w_out].map(us);
-    let (kernel, stride, dilation, pads) = (arr(&p.kernel), arr(&p.stride), arr(&p.dilation), arr(&p.pads));
+    let (kernel, stride, dilation, pads) = (
+        arr(&p.kernel),
+        arr(&p.stride),
+        arr(&p.dilation),
+        arr(&p.pads),
+    );
     quote!(#rt::params::Pool2d {
         kind: #kind, n: #n, c: #c, h_in: #h_in, w_in: #w_in, h_out: #h_out, w_out: #w_out,
         kernel: #kernel, stride: #stride, dilation: #dilation, pads: #pads,

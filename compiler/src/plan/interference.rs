@@ -1,12 +1,13 @@
 //! Pass 2: which buffers conflict (their lifetimes intersect).
 //!
-//! Seed 000 builds an interference graph and asks `has_edge`. With 100k buffers a
-//! matrix is 10¹⁰ bits and even an edge list can be quadratic, so the strategies
-//! never materialise the graph. They ask one question, "which of the buffers I
-//! have already placed conflict with this one?", and [`OverlapIndex`] answers it
-//! in O(log n + k) for k answers. [`for_each_conflict`] enumerates the whole graph
-//! with a sweep line over sorted intervals, O(n log n + edges), for callers that do
-//! want every edge (and as a test oracle).
+//! Seed 000 builds an interference graph and asks `has_edge`. A matrix for 100k
+//! buffers is 10¹⁰ bits, so none is ever built. The strategies ask one question,
+//! "which of the buffers I have already placed conflict with this one?", and
+//! [`OverlapIndex`] answers it: from the [`InterferenceGraph`] as adjacency lists
+//! (built by a sweep line over sorted intervals, O(n log n + edges)) when the edge
+//! count is modest, as in real models; from a segment tree over time, O(log n + k)
+//! per query and O(n log n) memory, when lifetimes are so long and dense that
+//! the edges would not fit.
 //!
 //! Time is compressed first ([`TimeAxis`]): only the steps where some lifetime
 //! starts or ends matter for intersection, so cost never depends on `steps`.
@@ -180,18 +181,178 @@ fn path_to_root(leaves: usize, point: usize) -> impl Iterator<Item = usize> {
     })
 }
 
-/// The placed buffers so far, indexed by lifetime, answering "which of them
-/// conflict with this buffer?".
+/// How many adjacency entries (two per conflicting pair) [`OverlapIndex::new`]
+/// may precompute: `EDGE_BUDGET_PER_BUFFER · n + EDGE_BUDGET_BASE` u32s. Real
+/// graphs have a few conflicts per buffer and stay far below it; long, dense
+/// lifetimes (quadratic edge counts) fall back to the tree.
+pub const EDGE_BUDGET_PER_BUFFER: usize = 32;
+pub const EDGE_BUDGET_BASE: usize = 1 << 22;
+
+#[cfg(test)]
+thread_local! {
+    /// Lets tests run every strategy on both representations.
+    pub(crate) static TEST_EDGE_BUDGET: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The placed buffers so far, answering "which of them conflict with this
+/// buffer?" in O(log n + k) or better for k answers.
 ///
-/// A placed `J` intersects a query `I` iff `J` contains `I.first` or `J` starts
-/// inside `(I.first, I.last]`: the first set is a stabbing query on
-/// [`SegmentLists`], the second a contiguous slice of the buffers sorted by start,
-/// filtered to the placed ones. The two sets are disjoint, so no answer repeats.
-/// Every buffer the slice visits starts inside `I` and so conflicts with it, and
-/// every rank it spans is an endpoint of one that does: the scan costs no more
-/// than the conflicts themselves.
+/// Two representations behind one interface, chosen by the size of the
+/// interference graph (counted first, in O(n log n), without building it):
+///
+/// - [`InterferenceGraph`], when its edges fit the budget: a query reads one
+///   contiguous row and filters it to the placed buffers. Few cache misses per
+///   query, which matters because strategies visit buffers in size order, i.e.
+///   at random places in time.
+/// - a tree over time otherwise (memory O(n log n) whatever the edge count).
 #[derive(Debug, Clone)]
 pub struct OverlapIndex {
+    inserted: Vec<bool>,
+    conflicts: Conflicts,
+}
+
+#[derive(Debug, Clone)]
+enum Conflicts {
+    Graph(InterferenceGraph),
+    Tree(TreeIndex),
+}
+
+impl OverlapIndex {
+    /// An empty index over the buffers of `live`.
+    pub fn new(live: &Liveness) -> Self {
+        #[cfg(test)]
+        if let Some(budget) = TEST_EDGE_BUDGET.get() {
+            return Self::with_edge_budget(live, budget);
+        }
+        let budget = live
+            .len()
+            .saturating_mul(EDGE_BUDGET_PER_BUFFER)
+            .saturating_add(EDGE_BUDGET_BASE);
+        Self::with_edge_budget(live, budget)
+    }
+
+    /// Like [`OverlapIndex::new`], precomputing the graph only if it has at most
+    /// `budget / 2` edges (0 forces the tree; usize::MAX forces the graph).
+    pub fn with_edge_budget(live: &Liveness, budget: usize) -> Self {
+        let entries = count_conflicts(live).saturating_mul(2);
+        let conflicts = if entries <= budget {
+            Conflicts::Graph(InterferenceGraph::build(live))
+        } else {
+            Conflicts::Tree(TreeIndex::new(live))
+        };
+        Self {
+            inserted: vec![false; live.len()],
+            conflicts,
+        }
+    }
+
+    /// Whether the interference graph was precomputed.
+    pub fn uses_graph(&self) -> bool {
+        matches!(self.conflicts, Conflicts::Graph(_))
+    }
+
+    /// Adds `id`; zero-size buffers conflict with nothing and are never reported.
+    pub fn insert(&mut self, id: BufferId) {
+        let Some(slot) = self.inserted.get_mut(id.index()) else {
+            return;
+        };
+        if *slot {
+            return;
+        }
+        *slot = true;
+        if let Conflicts::Tree(tree) = &mut self.conflicts {
+            tree.insert(id);
+        }
+    }
+
+    /// Appends to `out` every inserted buffer other than `id` whose lifetime
+    /// intersects `id`'s (none for a zero-size `id`), in no particular order.
+    pub fn overlapping(&mut self, id: BufferId, out: &mut Vec<BufferId>) {
+        match &mut self.conflicts {
+            Conflicts::Graph(graph) => {
+                out.extend(graph.neighbours(id).filter(|n| self.inserted[n.index()]))
+            }
+            Conflicts::Tree(tree) => tree.overlapping(id, &self.inserted, out),
+        }
+    }
+}
+
+/// The interference graph of seed 000 as adjacency lists in one flat array
+/// (CSR), built by a sweep line over lifetimes sorted by first step. Only
+/// buffers that need memory have edges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterferenceGraph {
+    /// Buffer `i`'s neighbours are `adjacency[row[i]..row[i + 1]]`.
+    row: Vec<usize>,
+    adjacency: Vec<u32>,
+}
+
+impl InterferenceGraph {
+    /// O(n log n + edges) time and O(n + edges) memory: mind the edge count
+    /// ([`count_conflicts`]) before building it for long, dense lifetimes.
+    pub fn build(live: &Liveness) -> Self {
+        let order = by_first(live);
+        let mut row = vec![0usize; live.len() + 1];
+        sweep(&order, |a, b| {
+            row[a.index() + 1] += 1;
+            row[b.index() + 1] += 1;
+        });
+        for i in 1..row.len() {
+            row[i] += row[i - 1];
+        }
+        let mut next = row.clone();
+        let mut adjacency = vec![0u32; row[live.len()]];
+        sweep(&order, |a, b| {
+            adjacency[next[a.index()]] = b.0;
+            next[a.index()] += 1;
+            adjacency[next[b.index()]] = a.0;
+            next[b.index()] += 1;
+        });
+        Self { row, adjacency }
+    }
+
+    /// The buffers that conflict with `id` (none for an unknown id).
+    pub fn neighbours(&self, id: BufferId) -> impl Iterator<Item = BufferId> + '_ {
+        let i = id.index();
+        let range = match (self.row.get(i), self.row.get(i + 1)) {
+            (Some(&from), Some(&to)) => from..to,
+            _ => 0..0,
+        };
+        self.adjacency[range].iter().map(|&j| BufferId(j))
+    }
+
+    /// Number of conflicting pairs.
+    pub fn edge_count(&self) -> usize {
+        self.adjacency.len() / 2
+    }
+}
+
+/// Number of conflicting pairs, without enumerating them: in order of first
+/// step, buffer `i` conflicts with every earlier one except those that died
+/// before it started. O(n log n).
+pub fn count_conflicts(live: &Liveness) -> usize {
+    let planned = || live.ids().filter(|&id| live.size(id) > 0);
+    let mut firsts: Vec<usize> = planned().map(|id| live.lifetime(id).first).collect();
+    let mut lasts: Vec<usize> = planned().map(|id| live.lifetime(id).last).collect();
+    firsts.sort_unstable();
+    lasts.sort_unstable();
+    firsts
+        .iter()
+        .enumerate()
+        .map(|(before, &first)| before - lasts.partition_point(|&last| last < first))
+        .sum()
+}
+
+/// The tree-based index: a placed `J` intersects a query `I` iff `J` contains
+/// `I.first` or `J` starts inside `(I.first, I.last]`. The first set is a stabbing
+/// query on [`SegmentLists`], the second a contiguous slice of the buffers sorted
+/// by start, filtered to the placed ones. The two sets are disjoint, so no answer
+/// repeats. Every buffer the slice visits starts inside `I` and so conflicts with
+/// it, and every rank it spans is an endpoint of one that does: the scan costs no
+/// more than the conflicts themselves.
+#[derive(Debug, Clone)]
+struct TreeIndex {
     /// Per buffer: its lifetime in ranks, None for zero-size buffers.
     spans: Vec<Option<(usize, usize)>>,
     covering: SegmentLists,
@@ -200,13 +361,11 @@ pub struct OverlapIndex {
     /// Per rank `r` (and one past the last): the first index in `by_start` whose
     /// start rank is at least `r`.
     rank_begin: Vec<usize>,
-    inserted: Vec<bool>,
     stab_scratch: Vec<u32>,
 }
 
-impl OverlapIndex {
-    /// An empty index over the buffers of `live`.
-    pub fn new(live: &Liveness) -> Self {
+impl TreeIndex {
+    fn new(live: &Liveness) -> Self {
         let axis = TimeAxis::new(live);
         let ranks = axis.len();
         let spans: Vec<Option<(usize, usize)>> = live
@@ -236,26 +395,17 @@ impl OverlapIndex {
             spans,
             by_start,
             rank_begin,
-            inserted: vec![false; live.len()],
             stab_scratch: Vec::new(),
         }
     }
 
-    /// Adds `id`; zero-size buffers conflict with nothing and are not stored.
-    pub fn insert(&mut self, id: BufferId) {
-        let i = id.index();
-        let Some(&Some((lo, hi))) = self.spans.get(i) else {
-            return;
-        };
-        if !self.inserted[i] {
-            self.inserted[i] = true;
+    fn insert(&mut self, id: BufferId) {
+        if let Some(&Some((lo, hi))) = self.spans.get(id.index()) {
             self.covering.insert(lo, hi, id.0);
         }
     }
 
-    /// Appends to `out` every inserted buffer other than `id` whose lifetime
-    /// intersects `id`'s (none for a zero-size `id`), in no particular order.
-    pub fn overlapping(&mut self, id: BufferId, out: &mut Vec<BufferId>) {
+    fn overlapping(&mut self, id: BufferId, inserted: &[bool], out: &mut Vec<BufferId>) {
         let Some(&Some((lo, hi))) = self.spans.get(id.index()) else {
             return;
         };
@@ -271,7 +421,7 @@ impl OverlapIndex {
         out.extend(
             starting_inside
                 .iter()
-                .filter(|&&j| j != id.0 && self.inserted[j as usize])
+                .filter(|&&j| j != id.0 && inserted[j as usize])
                 .map(|&j| BufferId(j)),
         );
     }
@@ -280,17 +430,31 @@ impl OverlapIndex {
 /// Calls `f(a, b)` once for every conflicting pair (a < b by id) of buffers that
 /// need memory: a sweep line over lifetimes sorted by first step, keeping the
 /// buffers still live. O(n log n + edges).
-pub fn for_each_conflict(live: &Liveness, mut f: impl FnMut(BufferId, BufferId)) {
-    let mut order: Vec<BufferId> = live.ids().filter(|&id| live.size(id) > 0).collect();
-    order.sort_unstable_by_key(|&id| (live.lifetime(id).first, id));
-    let mut active: Vec<BufferId> = Vec::new();
-    for id in order {
-        let first = live.lifetime(id).first;
-        active.retain(|&other| live.lifetime(other).last >= first);
-        for &other in &active {
-            f(other.min(id), other.max(id));
+pub fn for_each_conflict(live: &Liveness, f: impl FnMut(BufferId, BufferId)) {
+    sweep(&by_first(live), f);
+}
+
+/// (first, last, id) of the buffers that need memory, by first step then id.
+fn by_first(live: &Liveness) -> Vec<(usize, usize, u32)> {
+    let mut order: Vec<(usize, usize, u32)> = live
+        .ids()
+        .filter(|&id| live.size(id) > 0)
+        .map(|id| (live.lifetime(id).first, live.lifetime(id).last, id.0))
+        .collect();
+    order.sort_unstable();
+    order
+}
+
+/// The sweep behind [`for_each_conflict`], over [`by_first`]'s order. Lifetimes
+/// are copied into the active list so the inner loop touches no other memory.
+fn sweep(order: &[(usize, usize, u32)], mut f: impl FnMut(BufferId, BufferId)) {
+    let mut active: Vec<(usize, u32)> = Vec::new(); // (last, id)
+    for &(first, last, id) in order {
+        active.retain(|&(other_last, _)| other_last >= first);
+        for &(_, other) in &active {
+            f(BufferId(other.min(id)), BufferId(other.max(id)));
         }
-        active.push(id);
+        active.push((last, id));
     }
 }
 
@@ -373,25 +537,16 @@ mod tests {
                 ));
             }
             let live = analyze(&input).unwrap();
-            let mut index = OverlapIndex::new(&live);
             let ids: Vec<BufferId> = live.ids().collect();
-            for (n, &id) in ids.iter().enumerate() {
-                let mut got = Vec::new();
-                index.overlapping(id, &mut got);
-                got.sort_unstable();
-                let want: Vec<BufferId> = ids[..n]
-                    .iter()
-                    .copied()
-                    .filter(|&o| {
-                        live.size(o) > 0
-                            && live.size(id) > 0
-                            && live.lifetime(o).overlaps(&live.lifetime(id))
-                    })
-                    .collect();
-                assert_eq!(got, want);
-                index.insert(id);
+            let mut graph = OverlapIndex::with_edge_budget(&live, usize::MAX);
+            let mut tree = OverlapIndex::with_edge_budget(&live, 0);
+            assert!(graph.uses_graph());
+            assert!(!tree.uses_graph() || count_conflicts(&live) == 0);
+            for index in [&mut graph, &mut tree] {
+                check_index(&live, &ids, index);
             }
             let mut edges = 0;
+
             for_each_conflict(&live, |a, b| {
                 assert!(a < b);
                 assert!(live.lifetime(a).overlaps(&live.lifetime(b)));
@@ -408,6 +563,31 @@ mod tests {
                 })
                 .count();
             assert_eq!(edges, brute);
+            assert_eq!(count_conflicts(&live), brute);
+            assert_eq!(InterferenceGraph::build(&live).edge_count(), brute);
         }
+    }
+
+    /// Inserts `ids` in order, checking each query against a pairwise scan.
+    fn check_index(live: &Liveness, ids: &[BufferId], index: &mut OverlapIndex) {
+        for (n, &id) in ids.iter().enumerate() {
+            let mut got = Vec::new();
+            index.overlapping(id, &mut got);
+            got.sort_unstable();
+            let want: Vec<BufferId> = ids[..n]
+                .iter()
+                .copied()
+                .filter(|&o| {
+                    live.size(o) > 0
+                        && live.size(id) > 0
+                        && live.lifetime(o).overlaps(&live.lifetime(id))
+                })
+                .collect();
+            assert_eq!(got, want);
+            index.insert(id);
+            index.insert(id); // twice is harmless
+        }
+        index.insert(BufferId(u32::MAX)); // unknown ids are ignored
+        index.overlapping(BufferId(u32::MAX), &mut Vec::new());
     }
 }

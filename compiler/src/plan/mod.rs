@@ -9,8 +9,9 @@
 //!
 //! 1. [`liveness::analyze`] — lifetimes, aligned sizes, the naive total and the
 //!    liveness lower bound (no arena without aliasing can be smaller).
-//! 2. [`interference`] — which buffers conflict; answered on demand by an index
-//!    over time, never as an O(n²) matrix.
+//! 2. [`interference`] — which buffers conflict: adjacency lists built by a sweep
+//!    line when the edges are few (as in real models), else a segment tree over
+//!    time queried on demand; never an O(n²) matrix.
 //! 3. Strategies, all tried: [`offsets::greedy_by_size`] and
 //!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners), and
 //!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end).
@@ -181,7 +182,7 @@ impl Lifetime {
 
     /// Number of steps, at least 1 (saturates for a range covering all of usize).
     pub fn len(&self) -> usize {
-        (self.last - self.first).saturating_add(1)
+        self.last.saturating_sub(self.first).saturating_add(1)
     }
 
     /// Never true: a lifetime holds at least its defining step. Present for clippy's
@@ -600,6 +601,25 @@ mod tests {
         assert!(a.contains(4) && !a.contains(5));
         assert_eq!(a.to_string(), "2..=4");
         assert_eq!(Lifetime::new(0, usize::MAX).len(), usize::MAX);
+    }
+
+    /// A measurement, not a timed assertion. By hand, in release:
+    /// `cargo test --release -p kiln-compiler --lib plan::tests::planning_time -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement, run by hand in release"]
+    fn planning_time_of_network_like_inputs() {
+        for n in [1_000, 10_000, 100_000] {
+            let input = super::testutil::network_like(n, 42);
+            let start = std::time::Instant::now();
+            let plan = plan(&input).unwrap();
+            let elapsed = start.elapsed();
+            println!(
+                "{n:>6} buffers: {:>7.1} ms, arena / lower bound {:.3}, by {}",
+                elapsed.as_secs_f64() * 1e3,
+                plan.arena_bytes as f64 / plan.lower_bound_bytes as f64,
+                plan.strategy
+            );
+        }
     }
 
     #[test]

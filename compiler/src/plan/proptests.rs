@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use super::interference::TEST_EDGE_BUDGET;
 use super::testutil::{brute_is_valid, brute_lower_bound, naive_sizes};
 use super::{BufferRequest, MemoryPlan, PlanInput, Strategy as Planner, plan, plan_with, validate};
 
@@ -42,6 +43,14 @@ fn arb_input(max_steps: usize, max_buffers: usize) -> impl Strategy<Value = Plan
     )
 }
 
+/// Runs `f` with the conflict index forced onto its segment-tree representation.
+fn with_tree_index<T>(f: impl FnOnce() -> T) -> T {
+    TEST_EDGE_BUDGET.set(Some(0));
+    let result = f();
+    TEST_EDGE_BUDGET.set(None);
+    result
+}
+
 fn check_plan(input: &PlanInput, plan: &MemoryPlan) -> Result<(), TestCaseError> {
     prop_assert_eq!(validate(input, plan), Ok(()));
     prop_assert!(brute_is_valid(input, &plan.offsets));
@@ -63,6 +72,9 @@ proptest! {
             prop_assert_eq!(first.strategy, strategy.name());
             let again = plan_with(&input, &[strategy]).unwrap();
             prop_assert_eq!(&first, &again);
+            // The tree-backed conflict index gives the very same plan.
+            let tree = with_tree_index(|| plan_with(&input, &[strategy]).unwrap());
+            prop_assert_eq!(&first, &tree);
         }
         let best = plan(&input).unwrap();
         check_plan(&input, &best)?;
@@ -105,7 +117,10 @@ proptest! {
     #[test]
     fn larger_inputs_are_valid(input in arb_input(400, 400)) {
         for &strategy in Planner::ALL {
-            check_plan(&input, &plan_with(&input, &[strategy]).unwrap())?;
+            let graph = plan_with(&input, &[strategy]).unwrap();
+            check_plan(&input, &graph)?;
+            let tree = with_tree_index(|| plan_with(&input, &[strategy]).unwrap());
+            prop_assert_eq!(&graph, &tree);
         }
     }
 }

@@ -77,3 +77,39 @@ pub fn brute_is_valid(input: &PlanInput, offsets: &[usize]) -> bool {
     }
     true
 }
+
+/// A network-like random input for timing: one tensor per step, most read within
+/// 6 steps, 5 % skip connections up to 200 steps, 10 % kernel scratch, a few
+/// outputs at the end; sizes log-uniform from 256 B to 8 MiB. Deterministic in `seed`.
+pub fn network_like(n: usize, seed: u64) -> PlanInput {
+    let mut state = seed;
+    let mut below = |m: u64| {
+        // splitmix64
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % m.max(1)
+    };
+    let steps = n.max(1);
+    let mut input = PlanInput::new(steps);
+    for i in 0..n {
+        let size = 1usize << (8 + below(15));
+        let size = size + below(size as u64) as usize;
+        let kind = below(100);
+        let buffer = if kind < 10 {
+            BufferRequest::scratch(format!("s{i}"), size, i)
+        } else if i + 10 >= n && kind < 50 {
+            BufferRequest::output(format!("o{i}"), size, i)
+        } else {
+            let len = if kind < 15 {
+                1 + below(200)
+            } else {
+                1 + below(6)
+            } as usize;
+            BufferRequest::new(format!("t{i}"), size, i, vec![(i + len).min(steps - 1)])
+        };
+        input.push(buffer);
+    }
+    input
+}

@@ -1,0 +1,269 @@
+//! Timing of the kernels on ResNet-50 (batch 1, 224×224, torchvision v1.5 layout):
+//! `cargo test -p kiln-runtime --release --test kernels -- --ignored --nocapture bench`.
+//! Ignored by default: it measures, it checks nothing.
+
+use std::time::Instant;
+
+use kiln_runtime::kernels::*;
+use kiln_runtime::params::*;
+
+fn conv(c_in: usize, c_out: usize, hw: usize, k: usize, stride: usize, act: Activation) -> Conv2d {
+    let pad = k / 2;
+    let out = (hw + 2 * pad - k) / stride + 1;
+    Conv2d {
+        n: 1,
+        c_in,
+        h_in: hw,
+        w_in: hw,
+        c_out,
+        h_out: out,
+        w_out: out,
+        kernel: [k, k],
+        stride: [stride, stride],
+        dilation: [1, 1],
+        pads: [pad; 4],
+        group: 1,
+        activation: act,
+    }
+}
+
+/// The convolutions of ResNet-50 in order (BatchNorm folded into bias, ReLU fused).
+fn resnet50_convs() -> Vec<Conv2d> {
+    let relu = Activation::Relu;
+    let mut layers = vec![conv(3, 64, 224, 7, 2, relu)];
+    let mut c_in = 64;
+    let mut hw = 56;
+    for (stage, (blocks, mid)) in [(3, 64), (4, 128), (6, 256), (3, 512)]
+        .into_iter()
+        .enumerate()
+    {
+        let out = mid * 4;
+        for b in 0..blocks {
+            let stride = if b == 0 && stage > 0 { 2 } else { 1 };
+            layers.push(conv(c_in, mid, hw, 1, 1, relu));
+            layers.push(conv(mid, mid, hw, 3, stride, relu));
+            let hw_out = (hw - 1) / stride + 1;
+            layers.push(conv(mid, out, hw_out, 1, 1, Activation::None));
+            if b == 0 {
+                layers.push(conv(c_in, out, hw, 1, stride, Activation::None));
+            }
+            c_in = out;
+            hw = hw_out;
+        }
+    }
+    layers
+}
+
+fn time<F: FnMut()>(mut f: F) -> f64 {
+    f();
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best
+}
+
+#[test]
+#[ignore = "benchmark"]
+fn bench_resnet50_convolutions() {
+    let big = 224 * 224 * 64;
+    let x: Vec<f32> = (0..big).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+    let w: Vec<f32> = (0..512 * 512 * 9)
+        .map(|i| (i % 89) as f32 * 0.001 - 0.04)
+        .collect();
+    let bias = vec![0.01; 2048];
+    let mut y = vec![0.0; big];
+    let mut scratch = vec![0.0; 3 * 49 * 112 * 112 + 4608 * 49 * 4];
+    let (mut total, mut flops) = (0.0, 0.0);
+    for p in resnet50_convs() {
+        let xl = p.c_in * p.h_in * p.w_in;
+        let wl = p.c_out * p.c_in * p.kernel[0] * p.kernel[1];
+        let yl = p.c_out * p.h_out * p.w_out;
+        let s = p.scratch_len();
+        let t = time(|| {
+            conv2d(
+                &p,
+                &x[..xl],
+                &w[..wl],
+                Some(&bias[..p.c_out]),
+                &mut y[..yl],
+                &mut scratch[..s],
+            )
+        });
+        let f = 2.0 * (wl * p.h_out * p.w_out) as f64;
+        println!(
+            "conv {:4}->{:4} {}x{} s{} {:3}x{:3}: {:7.3} ms {:6.1} GFLOP/s",
+            p.c_in,
+            p.c_out,
+            p.kernel[0],
+            p.kernel[1],
+            p.stride[0],
+            p.h_in,
+            p.w_in,
+            t * 1e3,
+            f / t * 1e-9
+        );
+        total += t;
+        flops += f;
+    }
+    println!(
+        "all convolutions: {:.2} ms, {:.1} GFLOP/s",
+        total * 1e3,
+        flops / total * 1e-9
+    );
+}
+
+#[test]
+#[ignore = "benchmark"]
+fn bench_other_kernels() {
+    let n = 2048 * 1000;
+    let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+    let b: Vec<f32> = (0..n).map(|i| (i % 89) as f32 * 0.01 - 0.4).collect();
+    let mut y = vec![0.0; n];
+    let arr = |s: &[usize]| {
+        let mut a = [0; MAX_RANK];
+        a[..s.len()].copy_from_slice(s);
+        a
+    };
+    let same = Broadcast {
+        rank: 1,
+        shape: arr(&[n]),
+        a_strides: arr(&[1]),
+        b_strides: arr(&[1]),
+    };
+    let report = |name: &str, t: f64| {
+        println!(
+            "{name:40} {:8.3} ms  {:6.2} ns/elem",
+            t * 1e3,
+            t * 1e9 / n as f64
+        )
+    };
+    report(
+        "binary add 256x56x56",
+        time(|| binary(Binary::Add, &same, &x, &b, &mut y)),
+    );
+    report(
+        "binary_inplace add",
+        time(|| binary_inplace(Binary::Add, &same, &mut y, &b)),
+    );
+    let chan = Broadcast {
+        rank: 2,
+        shape: arr(&[256, 3136]),
+        a_strides: arr(&[3136, 1]),
+        b_strides: arr(&[1, 0]),
+    };
+    report(
+        "binary mul per-channel",
+        time(|| binary(Binary::Mul, &chan, &x, &b[..256], &mut y)),
+    );
+    report("unary relu", time(|| unary(Unary::Relu, &x, &mut y)));
+    report("unary sigmoid", time(|| unary(Unary::Sigmoid, &x, &mut y)));
+    report("unary tanh", time(|| unary(Unary::Tanh, &x, &mut y)));
+    report("unary exp", time(|| unary(Unary::Exp, &x, &mut y)));
+    let maxpool = Pool2d {
+        kind: PoolKind::Max,
+        n: 1,
+        c: 64,
+        h_in: 112,
+        w_in: 112,
+        h_out: 56,
+        w_out: 56,
+        kernel: [3, 3],
+        stride: [2, 2],
+        dilation: [1, 1],
+        pads: [1; 4],
+    };
+    report(
+        "maxpool 64x112x112 3x3 s2",
+        time(|| pool2d(&maxpool, &x[..64 * 112 * 112], &mut y[..64 * 56 * 56])),
+    );
+    let dw = Conv2d {
+        n: 1,
+        c_in: 144,
+        h_in: 56,
+        w_in: 56,
+        c_out: 144,
+        h_out: 56,
+        w_out: 56,
+        kernel: [3, 3],
+        stride: [1, 1],
+        dilation: [1, 1],
+        pads: [1; 4],
+        group: 144,
+        activation: Activation::Clip { min: 0.0, max: 6.0 },
+    };
+    let m = 144 * 56 * 56;
+    report(
+        "depthwise 144x56x56 3x3",
+        time(|| {
+            conv2d(
+                &dw,
+                &x[..m],
+                &b[..144 * 9],
+                Some(&b[..144]),
+                &mut y[..m],
+                &mut [],
+            )
+        }),
+    );
+    let dw2 = Conv2d {
+        stride: [2, 2],
+        h_out: 28,
+        w_out: 28,
+        ..dw
+    };
+    report(
+        "depthwise 144x56x56 3x3 s2",
+        time(|| {
+            conv2d(
+                &dw2,
+                &x[..m],
+                &b[..144 * 9],
+                Some(&b[..144]),
+                &mut y[..m / 4],
+                &mut [],
+            )
+        }),
+    );
+    let sm = Softmax {
+        outer: 64,
+        len: 1000,
+        inner: 1,
+        log: false,
+    };
+    report(
+        "softmax 64x1000",
+        time(|| softmax(&sm, &x[..64000], &mut y[..64000])),
+    );
+    let t = Transpose {
+        rank: 2,
+        in_shape: arr(&[256, 3136]),
+        perm: arr(&[1, 0]),
+    };
+    report("transpose 256x3136", time(|| transpose(&t, &x, &mut y)));
+    let fc = Gemm {
+        m: 1,
+        n: 1000,
+        k: 2048,
+        trans_a: false,
+        trans_b: true,
+        alpha: 1.0,
+        beta: 1.0,
+        c_strides: [0, 1],
+        activation: Activation::None,
+    };
+    report(
+        "gemm fc 1x2048x1000",
+        time(|| {
+            gemm(
+                &fc,
+                &x[..2048],
+                &b[..2048 * 1000],
+                Some(&b[..1000]),
+                &mut y[..1000],
+            )
+        }),
+    );
+}

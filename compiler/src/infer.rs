@@ -350,7 +350,7 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
                 for o in 0..outer {
                     for v in &ins {
                         let t = v.constant.as_ref().unwrap();
-                        let chunk = if outer == 0 { 0 } else { t.len() / outer };
+                        let chunk = t.len().checked_div(outer).unwrap_or(0);
                         out.extend_from_slice(&t.as_f32()[o * chunk..(o + 1) * chunk]);
                     }
                 }
@@ -577,7 +577,7 @@ fn reshape_shape(input: &[usize], target: &[i64], allow_zero: bool) -> R<Vec<usi
     }
     let known: usize = out.iter().product();
     if let Some(i) = infer_at {
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(format!(
                 "cannot reshape {input:?} ({total} elements) to {target:?}"
             ));

@@ -685,11 +685,9 @@ fn matmul_params(a: &[usize], b: &[usize], y: &[usize]) -> R<params::MatMul> {
         a_batch_strides: [0; MAX_RANK],
         b_batch_strides: [0; MAX_RANK],
     };
-    for i in 0..batch_rank {
-        p.batch_shape[i] = batch[i];
-        p.a_batch_strides[i] = sa[i];
-        p.b_batch_strides[i] = sb[i];
-    }
+    p.batch_shape[..batch_rank].copy_from_slice(&batch);
+    p.a_batch_strides[..batch_rank].copy_from_slice(&sa);
+    p.b_batch_strides[..batch_rank].copy_from_slice(&sb);
     Ok(p)
 }
 

@@ -18,6 +18,9 @@ struct Block([f32; ARENA_ALIGN / 4]);
 /// A byte region of the arena: `offset` in bytes, `len` in `f32` elements.
 pub type Region = (usize, usize);
 
+/// The regions one step borrows: `M` written, `R` read.
+pub type Borrowed<'a, const M: usize, const R: usize> = ([&'a mut [f32]; M], [&'a [f32]; R]);
+
 /// One context's working memory, allocated once.
 pub struct Arena {
     blocks: Vec<Block>,
@@ -62,7 +65,7 @@ impl Arena {
         step: &'static str,
         muts: [Region; M],
         refs: [Region; R],
-    ) -> Result<([&mut [f32]; M], [&[f32]; R]), Error> {
+    ) -> Result<Borrowed<'_, M, R>, Error> {
         split_regions(self.as_f32_mut(), step, muts, refs)
     }
 }
@@ -78,7 +81,7 @@ fn elem_range(
         end: offset.saturating_add(len.saturating_mul(4)),
         problem,
     };
-    if offset % 4 != 0 {
+    if !offset.is_multiple_of(4) {
         return Err(bad("is not aligned to 4 bytes"));
     }
     let start = offset / 4;
@@ -95,7 +98,7 @@ pub fn split_regions<'a, const M: usize, const R: usize>(
     step: &'static str,
     muts: [Region; M],
     refs: [Region; R],
-) -> Result<([&'a mut [f32]; M], [&'a [f32]; R]), Error> {
+) -> Result<Borrowed<'a, M, R>, Error> {
     let total = mem.len();
     let mut mut_ranges = [(0usize, 0usize); M];
     for (slot, r) in mut_ranges.iter_mut().zip(muts) {

@@ -61,7 +61,7 @@ impl Weights {
 }
 
 fn check_len(got: usize, expected: usize) -> Result<(), Error> {
-    if got != expected || got % 4 != 0 {
+    if got != expected || !got.is_multiple_of(4) {
         return Err(Error::WeightsLength { expected, got });
     }
     Ok(())

@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+/// Loads a model's weights from a path, runs it once on byte inputs, returns its outputs.
+pub type RunFn = fn(&str, &[&[u8]]) -> Result<Vec<Vec<f32>>, kiln_runtime::Error>;
+
 /// One compiled zoo model, driven through the generic byte interface.
 pub struct ZooModel {
     pub name: &'static str,
@@ -18,7 +21,7 @@ pub struct ZooModel {
     /// Path of its weights file.
     pub weights: &'static str,
     /// Loads the weights, runs once, returns every output.
-    pub run: fn(&str, &[&[u8]]) -> Result<Vec<Vec<f32>>, kiln_runtime::Error>,
+    pub run: RunFn,
 }
 
 #[allow(clippy::all)]
@@ -63,7 +66,8 @@ pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> (f32, bool) {
     for (&g, &w) in got.iter().zip(want) {
         let d = (g - w).abs();
         max = max.max(d);
-        if !(d <= atol + rtol * w.abs()) {
+        // NaN fails too: it is not within any tolerance.
+        if d.is_nan() || d > atol + rtol * w.abs() {
             ok = false;
         }
     }

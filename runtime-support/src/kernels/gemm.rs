@@ -196,3 +196,93 @@ pub fn matmul(p: &MatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
         );
     });
 }
+
+#[cfg(test)]
+mod experiment {
+    use super::*;
+    use std::time::Instant;
+
+    fn time<F: FnMut()>(mut f: F) -> f64 {
+        f();
+        let mut best = f64::INFINITY;
+        for _ in 0..7 {
+            let t = Instant::now();
+            f();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        best
+    }
+
+    #[test]
+    #[ignore]
+    fn blocked_n() {
+        let x: Vec<f32> = (0..4 << 20).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+        let mut y = vec![0.0; 4 << 20];
+        for (m, n, k) in [
+            (64, 3136, 576),
+            (64, 3136, 256),
+            (256, 3136, 64),
+            (512, 784, 128),
+            (128, 784, 512),
+            (2048, 49, 512),
+            (512, 49, 2048),
+            (64, 12544, 147),
+        ] {
+            let f = 2.0 * (m * n * k) as f64 * 1e-9;
+            let t = time(|| {
+                sgemm(
+                    m,
+                    n,
+                    k,
+                    1.0,
+                    Operand::rows(&x[..m * k], k),
+                    Operand::rows(&x[..k * n], n),
+                    &mut y[..m * n],
+                    n,
+                    false,
+                )
+            });
+            println!("{m}x{n}x{k} whole: {:.1} GFLOP/s", f / t);
+            for nb in [48, 96, 144] {
+                let t = time(|| {
+                    let mut j = 0;
+                    while j < n {
+                        let w = nb.min(n - j);
+                        sgemm(
+                            m,
+                            w,
+                            k,
+                            1.0,
+                            Operand::rows(&x[..m * k], k),
+                            Operand::rows(&x[j * k..j * k + k * w], w),
+                            &mut y[j..],
+                            n,
+                            false,
+                        );
+                        j += w;
+                    }
+                });
+                println!("   blocks of {nb}: {:.1} GFLOP/s", f / t);
+                let t = time(|| {
+                    let mut j = 0;
+                    while j < n {
+                        let w = nb.min(n - j);
+                        sgemm(
+                            m,
+                            w,
+                            k,
+                            1.0,
+                            Operand::rows(&x[..m * k], k),
+                            Operand::rows(&x[j..j + (k - 1) * n + w], n),
+                            &mut y[j..],
+                            n,
+                            false,
+                        );
+                        j += w;
+                    }
+                });
+                println!("   strided blocks of {nb}: {:.1} GFLOP/s", f / t);
+            }
+        }
+    }
+}

@@ -93,17 +93,34 @@ fn bench_resnet50_convolutions() {
             )
         });
         let f = 2.0 * (wl * p.h_out * p.w_out) as f64;
-        println!(
-            "conv {:4}->{:4} {}x{} s{} {:3}x{:3}: {:7.3} ms {:6.1} GFLOP/s",
+        // The same product as a pointwise convolution: the GEMM alone, no im2col.
+        let k = p.c_in * p.kernel[0] * p.kernel[1];
+        let g = conv(k, p.c_out, p.h_out, 1, 1, p.activation);
+        let gx = &x[..k * p.h_out * p.w_out];
+        let tg = time(|| {
+            conv2d(
+                &g,
+                gx,
+                &w[..wl],
+                Some(&bias[..p.c_out]),
+                &mut y[..yl],
+                &mut [],
+            )
+        });
+        let (ci, co, kh, kw, s, hw) = (
             p.c_in,
             p.c_out,
             p.kernel[0],
             p.kernel[1],
             p.stride[0],
             p.h_in,
-            p.w_in,
+        );
+        println!(
+            "conv {ci:4}->{co:4} {kh}x{kw} s{s} {hw:3}: {:7.3} ms {:5.1} GFLOP/s, GEMM alone {:7.3} ms {:5.1} GFLOP/s",
             t * 1e3,
-            f / t * 1e-9
+            f / t * 1e-9,
+            tg * 1e3,
+            f / tg * 1e-9
         );
         total += t;
         flops += f;
@@ -266,4 +283,39 @@ fn bench_other_kernels() {
             )
         }),
     );
+}
+
+#[test]
+#[ignore = "benchmark"]
+fn bench_gemm_layouts() {
+    let x: Vec<f32> = (0..4 << 20).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+    let mut y = vec![0.0; 4 << 20];
+    for (m, n, k) in [
+        (64, 3136, 576),
+        (64, 3136, 256),
+        (256, 3136, 64),
+        (128, 784, 1152),
+        (512, 49, 4608),
+        (64, 12544, 147),
+    ] {
+        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+            let p = Gemm {
+                m,
+                n,
+                k,
+                trans_a: ta,
+                trans_b: tb,
+                alpha: 1.0,
+                beta: 0.0,
+                c_strides: [0, 0],
+                activation: Activation::None,
+            };
+            let t = time(|| gemm(&p, &x[..m * k], &x[..k * n], None, &mut y[..m * n]));
+            println!(
+                "gemm {m:4}x{n:5}x{k:4} ta {ta:5} tb {tb:5}: {:7.3} ms {:5.1} GFLOP/s",
+                t * 1e3,
+                2.0 * (m * n * k) as f64 / t * 1e-9
+            );
+        }
+    }
 }

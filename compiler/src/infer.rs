@@ -11,6 +11,32 @@ use crate::error::Error;
 use crate::ir::*;
 use crate::window;
 
+/// The most elements one tensor may have (64 GiB of float32). Larger shapes only come
+/// from malformed models or `--input` typos, and would overflow size arithmetic later.
+pub const MAX_ELEMENTS: usize = 1 << 34;
+
+/// The most elements shape inference computes when folding a node to a constant.
+const MAX_FOLDED_ELEMENTS: usize = 1 << 28;
+
+/// The element count of `shape`, checked so that every product of its dims (zero dims
+/// counted as one) is at most [`MAX_ELEMENTS`].
+pub fn check_elements(shape: &[usize]) -> Result<usize, String> {
+    let bound = shape.iter().try_fold(1usize, |a, &d| {
+        a.checked_mul(d.max(1)).filter(|&n| n <= MAX_ELEMENTS)
+    });
+    match bound {
+        Some(_) => Ok(shape.iter().product()),
+        None => Err(format!(
+            "shape {shape:?} is too large: Kiln supports at most {MAX_ELEMENTS} elements per tensor"
+        )),
+    }
+}
+
+/// Whether a constant of `shape` is small enough to compute at compile time.
+fn foldable(shape: &[usize]) -> bool {
+    check_elements(shape).is_ok_and(|n| n <= MAX_FOLDED_ELEMENTS)
+}
+
 /// Runs inference over the whole graph. `input_dims` gives full shapes for graph inputs
 /// (required for every input with a symbolic dimension).
 pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Result<(), Error> {
@@ -34,6 +60,10 @@ pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Res
     for input in graph.inputs.clone() {
         let name = graph.value(input.value).name.clone();
         let shape = resolve_input(&name, &input.dims, input_dims.get(&name))?;
+        check_elements(&shape).map_err(|message| Error::Input {
+            input: name.clone(),
+            message,
+        })?;
         graph.value_mut(input.value).shape = Some(shape);
     }
     for index in 0..graph.nodes.len() {
@@ -154,6 +184,20 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
         }
     }
     let outs = infer_outputs(graph, node)?;
+    for (i, &id) in node.outputs.iter().enumerate().skip(outs.len()) {
+        if graph.is_output(id) || graph.nodes.iter().any(|n| n.inputs.contains(&Some(id))) {
+            return Err(format!(
+                "output {i} (`{}`) is used, but the operator produces only {} output{}",
+                graph.value(id).name,
+                outs.len(),
+                if outs.len() == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    for (out, id) in outs.iter().zip(&node.outputs) {
+        check_elements(&out.shape)
+            .map_err(|m| format!("output `{}`: {m}", graph.value(*id).name))?;
+    }
     let node = &graph.nodes[index];
     let outputs = node.outputs.clone();
     for (i, out) in outs.into_iter().enumerate() {
@@ -200,12 +244,24 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
                     xs, ws
                 ));
             }
-            if xs[1] != ws[1] * group || ws[0] % group != 0 {
+            if *group > xs[1].max(1) {
+                return Err(format!(
+                    "group {group} exceeds the input's {} channels",
+                    xs[1]
+                ));
+            }
+            if ws[1].checked_mul(*group) != Some(xs[1]) {
                 return Err(format!(
                     "input has {} channels, weight {:?} with group {group} expects {}",
                     xs[1],
                     ws,
-                    ws[1] * group
+                    ws[1].saturating_mul(*group)
+                ));
+            }
+            if ws[0] % group != 0 {
+                return Err(format!(
+                    "weight {ws:?} has {} output channels, not a multiple of group {group}",
+                    ws[0]
                 ));
             }
             if let Some(b) = node.input(2)
@@ -233,7 +289,12 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
                 return Err(format!("inner dimensions differ: A {a:?}, B {b:?}"));
             }
             if let Some(c) = node.input(2) {
-                broadcast(&[g.value(c).shape(), &[m, n]]).map_err(|e| format!("C: {e}"))?;
+                let cs = g.value(c).shape();
+                if cs.len() > 2 || broadcast(&[cs, &[m, n]]).ok().as_deref() != Some(&[m, n]) {
+                    return Err(format!(
+                        "C has shape {cs:?}, which does not broadcast to [{m}, {n}]"
+                    ));
+                }
             }
             vec![Out::like(x()?.dtype, vec![m, n])]
         }
@@ -275,7 +336,8 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
         Op::Binary(op) => {
             let (a, b) = (x()?, operand(g, node, 1)?);
             let shape = broadcast(&[a.shape(), b.shape()])?;
-            if all_const {
+            // Larger constant results are computed at run time instead.
+            if all_const && foldable(&shape) {
                 let t = eval_binary(
                     *op,
                     a.constant.as_ref().unwrap(),
@@ -382,15 +444,15 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
         }
         Op::Flatten { axis } => {
             let s = x()?.shape();
-            let axis = if *axis < 0 {
+            let a = if *axis < 0 {
                 *axis + s.len() as i64
             } else {
                 *axis
             };
-            if axis < 0 || axis as usize > s.len() {
+            if a < 0 || a as usize > s.len() {
                 return Err(format!("axis {axis} is out of range for rank {}", s.len()));
             }
-            let a = axis as usize;
+            let a = a as usize;
             view_out(x()?, vec![s[..a].iter().product(), s[a..].iter().product()])
         }
         Op::Squeeze { axes } => {
@@ -449,6 +511,11 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
                 .iter()
                 .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
                 .collect::<R<Vec<_>>>()?;
+            if !foldable(&shape) {
+                return Err(format!(
+                    "the constant of shape {shape:?} is too large to compute at compile time"
+                ));
+            }
             let len: usize = shape.iter().product();
             let t = match &value.data {
                 Data::F32(v) => Tensor::f32(shape, vec![*v.first().unwrap_or(&0.0); len]),
@@ -472,6 +539,11 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             shape.extend_from_slice(idx.shape());
             shape.extend_from_slice(&ds[axis + 1..]);
             match (&data.constant, &idx.constant) {
+                (Some(_), Some(_)) if !foldable(&shape) => {
+                    return Err(format!(
+                        "the result of shape {shape:?} is too large to compute at compile time"
+                    ));
+                }
                 (Some(d), Some(i)) => {
                     vec![Out::constant(eval_gather(d, &i.as_i64(), axis, shape)?)]
                 }
@@ -575,7 +647,10 @@ fn reshape_shape(input: &[usize], target: &[i64], allow_zero: bool) -> R<Vec<usi
             _ => return Err(format!("invalid target shape {target:?}")),
         }
     }
-    let known: usize = out.iter().product();
+    let known = out
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| format!("cannot reshape {input:?} ({total} elements) to {target:?}"))?;
     if let Some(i) = infer_at {
         if known == 0 || !total.is_multiple_of(known) {
             return Err(format!(

@@ -135,7 +135,7 @@ impl<'m> Loader<'m> {
             self.graph.inputs.push(Input { value: id, dims });
         }
 
-        for index in topological_order(&g.node, &self.by_name)? {
+        for index in topological_order(&g.node, &self.by_name, self.opset)? {
             let node = &g.node[index];
             let name = if node.name.is_empty() {
                 format!("{}#{index}", node.op_type)
@@ -270,6 +270,7 @@ impl<'m> Loader<'m> {
 fn topological_order(
     nodes: &[NodeProto],
     defined: &HashMap<String, ValueId>,
+    opset: i64,
 ) -> Result<Vec<usize>, Error> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
@@ -293,7 +294,7 @@ fn topological_order(
                 return Err(Error::Node {
                     node: name,
                     op: n.op_type.clone(),
-                    opset: 0,
+                    opset,
                     message: format!(
                         "reads `{input}`, which no node, graph input or initializer defines"
                     ),
@@ -314,7 +315,26 @@ fn topological_order(
         }
     }
     if order.len() != nodes.len() {
-        return Err(Error::Model("the graph has a cycle".into()));
+        // Name the nodes that never became ready: the cycle and everything after it.
+        let stuck: Vec<String> = (0..nodes.len())
+            .filter(|&i| pending[i] > 0)
+            .map(|i| {
+                let n = &nodes[i];
+                let name = if n.name.is_empty() {
+                    format!("#{i}")
+                } else {
+                    n.name.clone()
+                };
+                format!("`{name}` ({})", n.op_type)
+            })
+            .collect();
+        let more = if stuck.len() > 5 { ", ..." } else { "" };
+        return Err(Error::Model(format!(
+            "the graph has a cycle; {} node{} can never run: {}{more}",
+            stuck.len(),
+            if stuck.len() == 1 { "" } else { "s" },
+            stuck[..stuck.len().min(5)].join(", ")
+        )));
     }
     Ok(order)
 }
@@ -346,7 +366,9 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
 
 /// Decodes a `TensorProto` (typed fields or raw little-endian bytes).
 pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
-    if !t.external_data.is_empty() {
+    if !t.external_data.is_empty()
+        || t.data_location.enum_value() == Ok(onnx_protobuf::tensor_proto::DataLocation::EXTERNAL)
+    {
         return Err("external data files are not supported yet".into());
     }
     let dtype = DType::from_onnx(t.data_type)
@@ -355,10 +377,7 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     for &d in &t.dims {
         shape.push(usize::try_from(d).map_err(|_| format!("negative dimension {d}"))?);
     }
-    let len = shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or("element count overflows")?;
+    let len = crate::infer::check_elements(&shape)?;
     let raw = &t.raw_data;
     let data = if !raw.is_empty() {
         let size = dtype.size();

@@ -55,7 +55,14 @@ pub fn resolve(
             return Err(format!("`{name}` {v:?} contains 0"));
         }
     }
-    let extent: Vec<usize> = (0..n).map(|i| (kernel[i] - 1) * dilations[i] + 1).collect();
+    // Saturating: absurd attributes must fail the fit check below, not overflow.
+    let extent: Vec<usize> = (0..n)
+        .map(|i| {
+            (kernel[i] - 1)
+                .saturating_mul(dilations[i])
+                .saturating_add(1)
+        })
+        .collect();
     let (pads_begin, pads_end) = match w.auto_pad {
         AutoPad::NotSet => match &w.pads {
             None => (vec![0; n], vec![0; n]),
@@ -73,7 +80,9 @@ pub fn resolve(
             let mut e = Vec::with_capacity(n);
             for i in 0..n {
                 let out = input[i].div_ceil(strides[i]);
-                let total = ((out.max(1) - 1) * strides[i] + extent[i]).saturating_sub(input[i]);
+                let total = ((out.max(1) - 1) * strides[i])
+                    .saturating_add(extent[i])
+                    .saturating_sub(input[i]);
                 let small = total / 2;
                 let (pb, pe) = if w.auto_pad == AutoPad::SameUpper {
                     (small, total - small)
@@ -88,7 +97,9 @@ pub fn resolve(
     };
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let padded = input[i] + pads_begin[i] + pads_end[i];
+        let padded = input[i]
+            .saturating_add(pads_begin[i])
+            .saturating_add(pads_end[i]);
         if padded < extent[i] {
             return Err(format!(
                 "window of extent {} does not fit spatial dim {i} of size {} (padded {padded})",

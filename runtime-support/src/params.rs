@@ -184,11 +184,11 @@ pub struct Transpose {
 /// Widest block of output positions the convolution kernel unfolds at once: blocks
 /// are 48 positions wide (96 on AVX-512 CPUs), and a remainder narrower than a block
 /// joins the last one, so no block reaches twice the larger width.
-pub(crate) const CONV_MAX_BLOCK: usize = 2 * 96 - 1;
+pub const CONV_MAX_BLOCK: usize = 2 * 96 - 1;
 
 impl Conv2d {
     /// True when the convolution is a plain matrix product over the input as it lies
-    /// (1×1 kernel, unit stride and dilation, no padding): its "im2col" is a copy.
+    /// (1×1 kernel, unit stride and dilation, no padding): no im2col needed.
     pub const fn is_pointwise(&self) -> bool {
         self.kernel[0] == 1
             && self.kernel[1] == 1
@@ -210,11 +210,8 @@ impl Conv2d {
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
     /// [`CONV_MAX_BLOCK`] columns). The compiler plans it in the arena as a tensor
     /// living for one step.
-    ///
-    /// Pointwise convolutions need it too: faer multiplies a compact block up to 1.7×
-    /// faster than the same block read in place with the row stride of a whole plane.
     pub const fn scratch_len(&self) -> usize {
-        if self.is_depthwise() {
+        if self.is_pointwise() || self.is_depthwise() {
             return 0;
         }
         let positions = self.h_out * self.w_out;

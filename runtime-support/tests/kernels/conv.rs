@@ -99,7 +99,7 @@ fn check(p: Conv2d, seed: u64) {
 #[test]
 fn pointwise() {
     let p = params(2, 3, [7, 9], 5, [1, 1], [1, 1], [1, 1], [0; 4], 1);
-    assert!(p.is_pointwise());
+    assert!(p.is_pointwise() && p.scratch_len() == 0);
     check(p, 1);
     check(
         params(1, 255, [3, 5], 257, [1, 1], [1, 1], [1, 1], [0; 4], 1),
@@ -241,5 +241,27 @@ fn rejects_wrong_scratch() {
         None,
         &mut y,
         &mut vec![0.0; p.scratch_len() - 1],
+    );
+}
+
+/// Outputs wide enough for several blocks of positions, with blocks starting and
+/// ending inside output rows.
+#[test]
+fn many_blocks() {
+    check(
+        params(2, 5, [23, 19], 7, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        30,
+    );
+    check(
+        params(1, 3, [41, 37], 4, [3, 2], [2, 1], [2, 3], [1, 2, 0, 1], 1),
+        31,
+    );
+    check(
+        params(2, 6, [30, 30], 4, [1, 1], [1, 1], [1, 1], [0; 4], 2),
+        32,
+    );
+    check(
+        params(1, 2, [100, 3], 3, [5, 1], [1, 1], [1, 1], [2, 0, 2, 0], 1),
+        33,
     );
 }

@@ -1,0 +1,141 @@
+//! Memory and latency of every zoo model, next to onnxruntime on the same input in the
+//! same run, both single-threaded. Prints a table; asserts nothing.
+//!
+//! `cargo bench -p kiln-tests --bench zoo` (needs testdata/ and .venv from .ci/run).
+//! Set `KILN_BENCH_MODELS=resnet50,vgg19` to pick models, `KILN_BENCH_RUNS` for runs.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use kiln_tests::{bytes, load_npy, zoo};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn ort_median_ms(model: &Path, input: &Path, runs: usize) -> Option<f64> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join(".venv/bin/python");
+    let out = Command::new(&python)
+        .arg(root.join("scripts/ort_bench.py"))
+        .arg(model)
+        .arg(input)
+        .arg(runs.to_string())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "ort_bench.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("\"median_ms\":")? + 12;
+    text[at..]
+        .trim_start()
+        .split([',', '}'])
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn mib(b: usize) -> String {
+    format!("{:.2}", b as f64 / (1024.0 * 1024.0))
+}
+
+fn main() {
+    kiln_tests::require_testdata();
+    let pick = std::env::var("KILN_BENCH_MODELS").ok();
+    let runs: usize = std::env::var("KILN_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    println!(
+        "{:<14} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
+        "model", "naive MiB", "bound MiB", "arena MiB", "a/bound", "kiln ms", "ort ms", "kiln/ort"
+    );
+    let mut ratios = Vec::new();
+    for m in zoo::MODELS.iter().filter(|m| m.random) {
+        let short = m.name.trim_end_matches("_random");
+        if pick
+            .as_ref()
+            .is_some_and(|p| !p.split(',').any(|x| x == short))
+        {
+            continue;
+        }
+        let dir = Path::new(m.dir);
+        let input = dir.join("random_input_0.npy");
+        let x = load_npy(&input);
+        let n = if m.naive_bytes > 200 << 20 {
+            runs.min(5)
+        } else {
+            runs
+        };
+        // Warm-up, then timed runs of the whole `run` (weights loading excluded).
+        let times = time_model(m.name, &x.data, n);
+        let kiln = median(times);
+        let ort = ort_median_ms(&dir.join("random.onnx"), &input, n);
+        let ratio = ort.map(|o| kiln / o);
+        if let Some(r) = ratio {
+            ratios.push(r);
+        }
+        println!(
+            "{:<14} {:>9} {:>9} {:>9} {:>7.3} {:>10.2} {:>10} {:>7}",
+            short,
+            mib(m.naive_bytes),
+            mib(m.lower_bound_bytes),
+            mib(m.arena_bytes),
+            m.arena_bytes as f64 / m.lower_bound_bytes as f64,
+            kiln,
+            ort.map_or("-".into(), |o| format!("{o:.2}")),
+            ratio.map_or("-".into(), |r| format!("{r:.2}")),
+        );
+    }
+    if !ratios.is_empty() {
+        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        println!(
+            "geometric mean kiln/ort: {geo:.2} over {} models",
+            ratios.len()
+        );
+    }
+}
+
+macro_rules! timers {
+    ($($module:ident),*) => {
+        fn time_model(name: &str, x: &[f32], runs: usize) -> Vec<f64> {
+            match name {
+                $(stringify!($module) => {
+                    let m = kiln_tests::find(name);
+                    let model = zoo::$module::Model::load(m.weights).expect("weights");
+                    let mut ctx = zoo::$module::Context::new();
+                    let input = [bytes(x)];
+                    model.run_bytes(&mut ctx, &input).expect("run");
+                    (0..runs)
+                        .map(|_| {
+                            let t = Instant::now();
+                            std::hint::black_box(model.run_bytes(&mut ctx, &input).expect("run"));
+                            t.elapsed().as_secs_f64() * 1e3
+                        })
+                        .collect()
+                })*
+                _ => panic!("no timer for {name}"),
+            }
+        }
+    };
+}
+
+timers!(
+    alexnet_random,
+    densenet121_random,
+    inception_v1_random,
+    inception_v2_random,
+    resnet50_random,
+    shufflenet_random,
+    squeezenet_random,
+    vgg19_random,
+    zfnet512_random
+);

@@ -15,8 +15,9 @@ use crate::window;
 /// from malformed models or `--input` typos, and would overflow size arithmetic later.
 pub const MAX_ELEMENTS: usize = 1 << 34;
 
-/// The most elements shape inference computes when folding a node to a constant.
-const MAX_FOLDED_ELEMENTS: usize = 1 << 28;
+/// The most elements shape inference computes when folding a node to a constant (the
+/// model zoo builds weights of up to 10^8 elements with `ConstantOfShape`).
+const MAX_FOLDED_ELEMENTS: usize = 1 << 30;
 
 /// The element count of `shape`, checked so that every product of its dims (zero dims
 /// counted as one) is at most [`MAX_ELEMENTS`].

@@ -350,14 +350,16 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
         .shape
         .dim
         .iter()
-        .enumerate()
-        .map(|(i, d)| {
+        .map(|d| {
             if d.has_dim_value() && d.dim_value() >= 0 {
                 Dim::Fixed(d.dim_value() as usize)
             } else if d.has_dim_param() && !d.dim_param().is_empty() {
                 Dim::Symbolic(d.dim_param().to_owned())
+            } else if d.has_dim_value() {
+                // Some exporters write -1 for "unknown": show what the model says.
+                Dim::Symbolic(d.dim_value().to_string())
             } else {
-                Dim::Symbolic(format!("dim{i}"))
+                Dim::Symbolic("?".into())
             }
         })
         .collect();

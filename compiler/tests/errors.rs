@@ -6,7 +6,7 @@ mod common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use common::{INT64, Model, Node, Rng, temp_dir, tiny_classifier};
+use common::{INT64, Model, Node, Rng, TempDir, tiny_classifier};
 use kiln_compiler::{Compiled, Error, Options, WeightsMode, compile_bytes};
 use onnx_protobuf::{Message, ModelProto, StringStringEntryProto, TensorProto};
 
@@ -137,10 +137,255 @@ fn mutated_model_never_panics() {
     assert!(panicked.is_empty(), "panicked on mutations {panicked:?}");
 }
 
+/// Values that break arithmetic and indexing: zero, negatives, huge and extreme.
+const NASTY: &[i64] = &[
+    -2,
+    -1,
+    0,
+    1,
+    2,
+    3,
+    7,
+    1 << 20,
+    1 << 31,
+    1 << 40,
+    i64::MAX,
+    i64::MIN,
+];
+
+/// Attribute names worth adding to any node.
+const ATTRS: &[&str] = &[
+    "axis",
+    "axes",
+    "group",
+    "kernel_shape",
+    "strides",
+    "pads",
+    "dilations",
+    "perm",
+    "to",
+    "size",
+    "transA",
+    "transB",
+    "ceil_mode",
+    "allowzero",
+    "start",
+    "end",
+];
+
+/// Operator types to swap in (supported ones, so the node gets past the support check).
+const OPS: &[&str] = &[
+    "Conv",
+    "Gemm",
+    "MatMul",
+    "BatchNormalization",
+    "Relu",
+    "Clip",
+    "Add",
+    "Sum",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "LRN",
+    "Softmax",
+    "Concat",
+    "Transpose",
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Identity",
+    "Dropout",
+    "Constant",
+    "ConstantOfShape",
+    "Shape",
+    "Gather",
+    "Cast",
+];
+
+/// Applies one random structural mutation to `m` and describes it.
+fn mutate(m: &mut ModelProto, rng: &mut Rng) -> String {
+    let nasty = |rng: &mut Rng| NASTY[rng.below(NASTY.len())];
+    let g = m.graph.mut_or_insert_default();
+    let names: Vec<String> = g
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().cloned())
+        .chain(g.initializer.iter().map(|t| t.name.clone()))
+        .chain(g.input.iter().map(|i| i.name.clone()))
+        .chain(["".to_owned(), "ghost".to_owned()])
+        .collect();
+    let ni = rng.below(g.node.len().max(1));
+    match rng.below(10) {
+        0 if !g.node.is_empty() => {
+            let n = &mut g.node[ni];
+            if n.attribute.is_empty() {
+                return "no attribute to change".into();
+            }
+            let a = rng.below(n.attribute.len());
+            let attr = &mut n.attribute[a];
+            let v = nasty(rng);
+            attr.i = v;
+            if !attr.ints.is_empty() {
+                let j = rng.below(attr.ints.len());
+                attr.ints[j] = v;
+            }
+            format!("node {ni} attribute {} = {v}", attr.name)
+        }
+        1 if !g.node.is_empty() => {
+            let name = ATTRS[rng.below(ATTRS.len())];
+            let len = rng.below(5);
+            let ints: Vec<i64> = (0..len).map(|_| nasty(rng)).collect();
+            let i = nasty(rng);
+            let n = &mut g.node[ni];
+            n.attribute.retain(|a| a.name != name);
+            n.attribute.push(onnx_protobuf::AttributeProto {
+                name: name.into(),
+                i,
+                ints: ints.clone(),
+                ..Default::default()
+            });
+            format!("node {ni} attribute {name} = {i} / {ints:?}")
+        }
+        2 if !g.node.is_empty() => {
+            let new = names[rng.below(names.len())].clone();
+            let n = &mut g.node[ni];
+            let at = rng.below(n.input.len() + 1);
+            if at == n.input.len() {
+                n.input.push(new.clone());
+            } else {
+                n.input[at] = new.clone();
+            }
+            format!("node {ni} input {at} = `{new}`")
+        }
+        3 if !g.node.is_empty() => {
+            let n = &mut g.node[ni];
+            if n.input.is_empty() {
+                return "no input to remove".into();
+            }
+            let at = rng.below(n.input.len());
+            n.input.remove(at);
+            format!("node {ni} input {at} removed")
+        }
+        4 if !g.node.is_empty() => {
+            let op = OPS[rng.below(OPS.len())];
+            g.node[ni].op_type = op.into();
+            format!("node {ni} becomes {op}")
+        }
+        5 if !g.node.is_empty() => {
+            g.node.remove(ni);
+            format!("node {ni} removed")
+        }
+        6 if !g.initializer.is_empty() => {
+            let t = rng.below(g.initializer.len());
+            let init = &mut g.initializer[t];
+            let v = nasty(rng);
+            if !init.int64_data.is_empty() {
+                let j = rng.below(init.int64_data.len());
+                init.int64_data[j] = v;
+                format!("initializer {} value {j} = {v}", init.name)
+            } else if !init.dims.is_empty() {
+                let j = rng.below(init.dims.len());
+                init.dims[j] = v;
+                format!("initializer {} dim {j} = {v}", init.name)
+            } else {
+                init.dims.push(v);
+                format!("initializer {} gets dim {v}", init.name)
+            }
+        }
+        7 => {
+            let v = nasty(rng);
+            let Some(onnx_protobuf::type_proto::Value::TensorType(t)) =
+                &mut g.input[0].type_.mut_or_insert_default().value
+            else {
+                return "input without a tensor type".into();
+            };
+            let dims = &mut t.shape.mut_or_insert_default().dim;
+            let j = rng.below(dims.len() + 1);
+            let d = onnx_protobuf::tensor_shape_proto::Dimension {
+                value: Some(onnx_protobuf::tensor_shape_proto::dimension::Value::DimValue(v)),
+                ..Default::default()
+            };
+            if j == dims.len() {
+                dims.push(d);
+            } else {
+                dims[j] = d;
+            }
+            format!("input dim {j} = {v}")
+        }
+        8 if !g.node.is_empty() => {
+            let dup = g.node[ni].clone();
+            let at = rng.below(g.node.len());
+            g.node.insert(at, dup);
+            format!("node {ni} duplicated at {at}")
+        }
+        9 if !g.node.is_empty() => {
+            let new = names[rng.below(names.len())].clone();
+            let n = &mut g.node[ni];
+            let at = rng.below(n.output.len() + 1);
+            if at == n.output.len() {
+                n.output.push(new.clone());
+            } else {
+                n.output[at] = new.clone();
+            }
+            format!("node {ni} output {at} = `{new}`")
+        }
+        _ => "nothing".into(),
+    }
+}
+
+/// Valid models mutated structurally (extreme attribute values, rewired inputs and
+/// outputs, swapped operator types, removed or duplicated nodes, odd initializer and
+/// input dims) never panic the compiler. `KILN_FUZZ_ITERS=N` runs N models instead of
+/// 3000 (40 000 pass).
+#[test]
+fn structured_mutations_never_panic() {
+    let bases = [
+        common::kitchen_sink().proto(),
+        tiny_classifier(false).proto(),
+    ];
+    let mut rng = Rng::new(2024);
+    let mut panicked = Vec::new();
+    let iters = std::env::var("KILN_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    for i in 0..iters {
+        let mut m = bases[i % bases.len()].clone();
+        let steps: Vec<String> = (0..1 + rng.below(3))
+            .map(|_| mutate(&mut m, &mut rng))
+            .collect();
+        let bytes = m.write_to_bytes().unwrap();
+        if compile_no_panic(&bytes).is_err() {
+            panicked.push(format!(
+                "#{i} (base {}): {}",
+                i % bases.len(),
+                steps.join("; ")
+            ));
+        }
+    }
+    assert!(
+        panicked.is_empty(),
+        "{} mutated models panicked:\n{}",
+        panicked.len(),
+        panicked.join("\n")
+    );
+}
+
+/// The kitchen-sink model (most supported operators, folded shape arithmetic)
+/// compiles to code that parses and a plan that validates.
+#[test]
+fn kitchen_sink_compiles() {
+    let c = compile(&common::kitchen_sink().bytes()).unwrap();
+    syn::parse_file(&c.code).expect("the generated code parses");
+    kiln_compiler::plan::validate(&c.plan_input, &c.plan).expect("the plan validates");
+    assert_eq!(c.program.outputs[0].0.shape, [1, 6]);
+}
+
 /// A text file given to `compile(path)` is a `Parse` error that names the path.
 #[test]
 fn text_file_is_a_parse_error_naming_the_path() {
-    let dir = temp_dir("text");
+    let dir = TempDir::new("text");
     let path = dir.join("notes.onnx");
     std::fs::write(&path, "This is not an ONNX model, just some text.\n").unwrap();
     let e = kiln_compiler::compile(&path, &Options::default()).unwrap_err();
@@ -156,13 +401,13 @@ fn text_file_is_a_parse_error_naming_the_path() {
         )),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A missing file is an `Io` error naming the path.
 #[test]
 fn missing_file_is_an_io_error_naming_the_path() {
-    let path = temp_dir("missing").join("nowhere.onnx");
+    let dir = TempDir::new("missing");
+    let path = dir.join("nowhere.onnx");
     let e = kiln_compiler::compile(&path, &Options::default()).unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e:?}");
     assert!(
@@ -276,6 +521,42 @@ fn symbolic_dim_needs_an_input_shape() {
         e.to_string(),
         "input `x`: dim 0 is symbolic (`batch`) in [batch, 3, 8, 8]; give it with \
          --input x=DIMS (for example 1x3x8x8)"
+    );
+}
+
+/// Dims the model leaves unknown (no value and no name, or a negative value) are shown
+/// as the model has them, not under an invented name.
+#[test]
+fn unknown_dims_are_shown_as_the_model_has_them() {
+    let e = error(
+        &Model::new(13)
+            .input_sym("x", &["-1", "3"])
+            .node(Node::new("Relu", &["x"], &["y"]))
+            .output("y")
+            .bytes(),
+    );
+    assert_eq!(
+        e.to_string(),
+        "input `x`: dim 0 is symbolic (`-1`) in [-1, 3]; give it with --input x=DIMS \
+         (for example 1x3)"
+    );
+    let mut m = Model::new(13)
+        .input_sym("x", &["2", "n"])
+        .node(Node::new("Relu", &["x"], &["y"]))
+        .output("y")
+        .proto();
+    if let Some(onnx_protobuf::type_proto::Value::TensorType(t)) =
+        &mut m.graph.mut_or_insert_default().input[0]
+            .type_
+            .mut_or_insert_default()
+            .value
+    {
+        t.shape.mut_or_insert_default().dim[1].value = None;
+    }
+    assert_eq!(
+        error(&m.write_to_bytes().unwrap()).to_string(),
+        "input `x`: dim 1 is symbolic (`?`) in [2, ?]; give it with --input x=DIMS \
+         (for example 2x1)"
     );
 }
 
@@ -1178,7 +1459,8 @@ fn weights_from_a_file_are_not_embedded() {
 #[test]
 fn write_to_writes_code_and_weights() {
     let c = compile(&tiny_classifier(false).bytes()).unwrap();
-    let dir = temp_dir("write-to").join("nested");
+    let tmp = TempDir::new("write-to");
+    let dir = tmp.join("nested");
     let path = c.write_to(&dir).unwrap();
     assert_eq!(path, dir.join("test.rs"));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), c.code);

@@ -11,7 +11,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use onnx_protobuf::attribute_proto::AttributeType;
@@ -223,6 +223,17 @@ impl Node {
     pub fn string(self, name: &str, v: &str) -> Self {
         self.attr(name, AttributeType::STRING, |a| a.s = v.as_bytes().to_vec())
     }
+
+    /// A float32 tensor attribute (e.g. `ConstantOfShape`'s `value`).
+    pub fn tensor(self, name: &str, dims: &[i64], data: Vec<f32>) -> Self {
+        let t = TensorProto {
+            dims: dims.to_vec(),
+            data_type: FLOAT,
+            float_data: data,
+            ..Default::default()
+        };
+        self.attr(name, AttributeType::TENSOR, |a| a.t = Some(t).into())
+    }
 }
 
 /// Deterministic pseudo-random numbers (xorshift64*), so failures reproduce.
@@ -290,15 +301,119 @@ pub fn tiny_classifier(symbolic_batch: bool) -> Model {
         .output("prob")
 }
 
-/// A fresh, empty directory under the system temp dir, unique to this process and call.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "kiln-compiler-tests-{}-{tag}-{n}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("creating a temp dir");
-    dir
+/// A fresh, empty directory under the system temp dir, unique to this process and
+/// call, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "kiln-compiler-tests-{}-{tag}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creating a temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A valid model that uses most supported operators (opset 13), with input `x` of
+/// shape `[1, 4, 6, 6]` and output `out` of shape `[1, 6]`. It includes shape
+/// arithmetic (`Shape` → `Gather` → `Unsqueeze` → `Concat` → `Reshape`) that shape
+/// inference folds to constants.
+pub fn kitchen_sink() -> Model {
+    let mut rng = Rng::new(11);
+    let n = |op: &str, ins: &[&str], out: &str| Node::new(op, ins, &[out]).name(out);
+    Model::new(13)
+        .input("x", &[1, 4, 6, 6])
+        .init("conv.w", &[4, 4, 3, 3], rng.floats(144))
+        .init("bn.scale", &[4], vec![1.0, 0.5, 2.0, 1.5])
+        .init("bn.bias", &[4], rng.floats(4))
+        .init("bn.mean", &[4], rng.floats(4))
+        .init("bn.var", &[4], vec![1.0, 0.25, 2.0, 0.5])
+        .init_i64("zero", &[], vec![0])
+        .init_i64("axes0", &[1], vec![0])
+        .init_i64("minus1", &[1], vec![-1])
+        .init("mm.w", &[72, 6], rng.floats(72 * 6))
+        .init("mm.b", &[6], rng.floats(6))
+        .init("lo", &[], vec![-0.5])
+        .init("hi", &[], vec![0.5])
+        .init_i64("axes2", &[1], vec![2])
+        .init_i64("six", &[1], vec![6])
+        .node(
+            n("Conv", &["x", "conv.w"], "conv")
+                .ints("kernel_shape", &[3, 3])
+                .ints("pads", &[1, 1, 1, 1]),
+        )
+        .node(n(
+            "BatchNormalization",
+            &["conv", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
+            "bn",
+        ))
+        .node(n("LeakyRelu", &["bn"], "lrelu").float("alpha", 0.1))
+        .node(
+            n("MaxPool", &["lrelu"], "maxpool")
+                .ints("kernel_shape", &[2, 2])
+                .ints("strides", &[2, 2]),
+        )
+        .node(
+            n("AveragePool", &["lrelu"], "avgpool")
+                .ints("kernel_shape", &[3, 3])
+                .ints("strides", &[2, 2])
+                .ints("pads", &[1, 1, 1, 1])
+                .int("count_include_pad", 1),
+        )
+        .node(n("Concat", &["maxpool", "avgpool"], "concat").int("axis", 1))
+        .node(n("LRN", &["concat"], "lrn").int("size", 3))
+        .node(n("Transpose", &["lrn"], "transpose").ints("perm", &[0, 2, 3, 1]))
+        .node(n("Shape", &["x"], "shape"))
+        .node(n("Gather", &["shape", "zero"], "batch"))
+        .node(n("Unsqueeze", &["batch", "axes0"], "batch1"))
+        .node(n("Concat", &["batch1", "minus1"], "target").int("axis", 0))
+        .node(n("Reshape", &["transpose", "target"], "flat"))
+        .node(n("MatMul", &["flat", "mm.w"], "matmul"))
+        .node(n("Add", &["matmul", "mm.b"], "add"))
+        .node(n("Clip", &["add", "lo", "hi"], "clip"))
+        .node(n("Sigmoid", &["add"], "sigmoid"))
+        .node(n("Tanh", &["add"], "tanh"))
+        .node(n("Sum", &["clip", "sigmoid", "tanh"], "sum"))
+        .node(n("Dropout", &["sum"], "dropout"))
+        .node(n("Identity", &["dropout"], "identity"))
+        .node(n("Unsqueeze", &["identity", "axes2"], "unsqueeze"))
+        .node(n("Squeeze", &["unsqueeze", "axes2"], "squeeze"))
+        .node(
+            Node::new("ConstantOfShape", &["six"], &["half"])
+                .name("half")
+                .tensor("value", &[1], vec![0.5]),
+        )
+        .node(n("Mul", &["squeeze", "half"], "mul"))
+        .node(n("Cast", &["mul"], "cast").int("to", FLOAT as i64))
+        .node(n("Neg", &["cast"], "neg"))
+        .node(n("Exp", &["neg"], "exp"))
+        .node(n("Abs", &["exp"], "abs"))
+        .node(n("Sqrt", &["abs"], "sqrt"))
+        .node(n("Div", &["cast", "sqrt"], "div"))
+        .node(n("Sub", &["div", "cast"], "sub"))
+        .node(n("Max", &["sub", "cast"], "max"))
+        .node(n("Min", &["max", "div", "sub"], "min"))
+        .node(n("Relu", &["min"], "relu"))
+        .node(n("Softmax", &["relu"], "softmax").int("axis", 1))
+        .node(n("LogSoftmax", &["softmax"], "out").int("axis", -1))
+        .output("out")
 }

@@ -100,7 +100,7 @@ pub fn conv2d(
                 let rhs = Operand::rows(unfolded, width);
                 let out = &mut yg[cols.start..];
                 sgemm(c_out_g, width, k_len, 1.0, lhs, rhs, out, plane_out, false);
-                vectorize(|| {
+                vectorize!({
                     for (c, row) in yg.chunks_exact_mut(plane_out).enumerate() {
                         let channel_bias = bias_g.map_or(0.0, |b| b[c]);
                         bias_activate(p.activation, channel_bias, &mut row[cols.clone()]);
@@ -202,27 +202,24 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
     }
 }
 
-/// Direct depthwise convolution: per channel and output row, the row starts at the
-/// bias and each kernel tap adds `weight * input` over the run of outputs it reaches.
+/// Direct depthwise convolution: each output plane starts at its bias, each kernel
+/// tap adds `weight * input` over the runs of outputs it reaches, and the activation
+/// finishes the plane while it is in L1.
 fn depthwise(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
     let win = window(p);
     let taps = p.kernel[0] * p.kernel[1];
-    let (plane_in, w_out) = (p.h_in * p.w_in, p.w_out);
-    vectorize(|| {
-        let planes = x
-            .chunks_exact(plane_in)
-            .zip(y.chunks_exact_mut(p.h_out * w_out));
-        for (i, (x, y)) in planes.enumerate() {
+    let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    vectorize!({
+        let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
+        for (i, (x, out)) in planes.enumerate() {
             let c = i % p.c_out;
             let wc = &w[c * taps..][..taps];
-            for (oh, out) in y.chunks_exact_mut(w_out).enumerate() {
-                out.fill(0.0);
-                win.for_each_tap(x, oh, out, |k, out, input| {
-                    let wk = wc[k];
-                    accumulate(out, input, |o, v| o + wk * v);
-                });
-                bias_activate(p.activation, bias.map_or(0.0, |b| b[c]), out);
-            }
+            out.fill(bias.map_or(0.0, |b| b[c]));
+            win.for_each_tap(x, out, |k, out, input| {
+                let wk = wc[k];
+                accumulate(out, input, |o, v| o + wk * v);
+            });
+            bias_activate(p.activation, 0.0, out);
         }
     });
 }

@@ -110,13 +110,13 @@ pub(crate) fn bias_activate(act: Activation, bias: f32, y: &mut [f32]) {
 /// `y = act(y)`, for kernels whose output has no per-channel bias.
 pub(crate) fn activate(act: Activation, y: &mut [f32]) {
     if act != Activation::None {
-        vectorize(|| bias_activate(act, 0.0, y));
+        vectorize!({ bias_activate(act, 0.0, y) });
     }
 }
 
 pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "unary: X and Y differ in length");
-    vectorize(|| {
+    vectorize!({
         with_unary!(op, |f| map_row(
             y,
             Row::Dense(x),
@@ -127,7 +127,7 @@ pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
 }
 
 pub fn unary_inplace(op: Unary, y: &mut [f32]) {
-    vectorize(|| with_unary!(op, |f| y.iter_mut().for_each(|v| *v = f(*v))));
+    vectorize!({ with_unary!(op, |f| y.iter_mut().for_each(|v| *v = f(*v))) });
 }
 
 pub fn binary(op: Binary, p: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]) {
@@ -179,7 +179,7 @@ fn broadcast(
     let outer = l.rank.saturating_sub(1);
     let n = if l.rank == 0 { 1 } else { l.shape[outer] };
     let [sa, sb, _] = l.strides.map(|s| if l.rank == 0 { 0 } else { s[outer] });
-    vectorize(|| {
+    vectorize!({
         l.for_each(outer, |[oa, ob, oy]| {
             let y = &mut y[oy..oy + n];
             let rb = Row::strided(&b[ob..], sb, n);
@@ -216,82 +216,46 @@ impl<'a> Row<'a> {
     }
 }
 
-/// The per-element read of one [`Row`] form, monomorphised so the loop over a dense
-/// or splat run has no branches and vectorises.
-trait Fetch: Copy {
-    fn get(self, i: usize, out: f32) -> f32;
-}
-
-#[derive(Clone, Copy)]
-struct Dense<'a>(&'a [f32]);
-#[derive(Clone, Copy)]
-struct Splat(f32);
-#[derive(Clone, Copy)]
-struct Strided<'a>(&'a [f32], usize);
-#[derive(Clone, Copy)]
-struct Out;
-
-impl Fetch for Dense<'_> {
-    #[inline(always)]
-    fn get(self, i: usize, _: f32) -> f32 {
-        self.0[i]
-    }
-}
-impl Fetch for Splat {
-    #[inline(always)]
-    fn get(self, _: usize, _: f32) -> f32 {
-        self.0
-    }
-}
-impl Fetch for Strided<'_> {
-    #[inline(always)]
-    fn get(self, i: usize, _: f32) -> f32 {
-        self.0[i * self.1]
-    }
-}
-impl Fetch for Out {
-    #[inline(always)]
-    fn get(self, _: usize, out: f32) -> f32 {
-        out
-    }
-}
-
-/// Calls `$body` with `$g` bound to the [`Fetch`] form of the row `$row`.
-macro_rules! with_fetch {
-    ($row:expr, |$g:ident| $body:expr) => {
+/// Expands `$body` with `$it` bound to an iterator over the elements of the input row
+/// `$row` (not [`Row::Out`]). Each form gets its own iterator type, so a dense or
+/// splat run compiles to a branch-free, bounds-check-free loop that vectorises.
+macro_rules! with_iter {
+    ($row:expr, |$it:ident| $body:expr) => {
         match $row {
             Row::Dense(s) => {
-                let $g = Dense(s);
+                let $it = s.iter().copied();
                 $body
             }
             Row::Splat(v) => {
-                let $g = Splat(v);
+                let $it = std::iter::repeat(v);
                 $body
             }
-            Row::Strided(s, st) => {
-                let $g = Strided(s, st);
+            Row::Strided(s, stride) => {
+                let $it = s.iter().step_by(stride).copied();
                 $body
             }
-            Row::Out => {
-                let $g = Out;
-                $body
-            }
+            Row::Out => unreachable!("the output row is not an input iterator"),
         }
     };
 }
 
-/// `y[i] = f(a[i], b[i])` over one run, for every combination of row forms.
+/// `y[i] = f(a[i], b[i])` over one run; `a` may be [`Row::Out`] (in place), `b` not.
 #[inline(always)]
 pub(crate) fn map_row(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
-    if let Row::Dense(s) = a {
-        assert_eq!(s.len(), y.len());
-    }
-    if let Row::Dense(s) = b {
-        assert_eq!(s.len(), y.len());
-    }
-    with_fetch!(a, |ga| with_fetch!(b, |gb| {
-        for (i, v) in y.iter_mut().enumerate() {
-            *v = f(ga.get(i, *v), gb.get(i, *v));
+    for r in [a, b] {
+        if let Row::Dense(s) = r {
+            assert_eq!(s.len(), y.len(), "map_row: run lengths differ");
         }
-    }))
+    }
+    match a {
+        Row::Out => with_iter!(b, |bs| y
+            .iter_mut()
+            .zip(bs)
+            .for_each(|(v, b)| *v = f(*v, b))),
+        a => with_iter!(a, |as_| with_iter!(b, |bs| {
+            y.iter_mut()
+                .zip(as_.zip(bs))
+                .for_each(|(v, (a, b))| *v = f(a, b))
+        })),
+    }
 }

@@ -28,7 +28,7 @@ pub fn batch_norm(
     if y.is_empty() {
         return;
     }
-    vectorize(|| {
+    vectorize!({
         let blocks = x.chunks_exact(p.inner).zip(y.chunks_exact_mut(p.inner));
         for (i, (x, y)) in blocks.enumerate() {
             let c = i % p.c;
@@ -51,7 +51,7 @@ pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
     }
     let (before, after) = ((p.size - 1) / 2, p.size / 2);
     let k = p.alpha / p.size as f32;
-    vectorize(|| {
+    vectorize!({
         let images = x
             .chunks_exact(p.c * p.inner)
             .zip(y.chunks_exact_mut(p.c * p.inner));
@@ -85,7 +85,7 @@ pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
     if y.is_empty() {
         return;
     }
-    vectorize(|| {
+    vectorize!({
         let blocks = x
             .chunks_exact(p.len * p.inner)
             .zip(y.chunks_exact_mut(p.len * p.inner));

@@ -2,7 +2,7 @@
 //! that GlobalAveragePool becomes.
 
 use super::simd::{self, vectorize};
-use super::window::{Window, accumulate};
+use super::window::{Axis, Window, accumulate};
 use crate::params::{Pool2d, PoolKind, ReduceMean};
 
 /// ONNX MaxPool / AveragePool. Windows are clipped to the input; a max over a window
@@ -25,38 +25,41 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
         p.dilation,
         p.pads,
     );
-    vectorize(|| {
-        for (x, y) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
-            for (oh, out) in y.chunks_exact_mut(p.w_out).enumerate() {
-                match p.kind {
-                    PoolKind::Max => {
-                        out.fill(f32::NEG_INFINITY);
-                        win.for_each_tap(x, oh, out, |_, out, input| {
-                            accumulate(out, input, f32::max)
-                        });
-                    }
-                    PoolKind::Average { count_include_pad } => {
-                        out.fill(0.0);
-                        win.for_each_tap(x, oh, out, |_, out, input| {
-                            accumulate(out, input, |o, v| o + v)
-                        });
-                        let count = |a: &super::window::Axis, o| {
-                            if count_include_pad {
-                                a.taps_inside_padded(o)
-                            } else {
-                                a.taps_inside(o).len()
-                            }
-                        };
-                        let rows = count(&win.h, oh);
-                        for (ow, v) in out.iter_mut().enumerate() {
-                            let n = rows * count(&win.w, ow);
-                            *v = if n == 0 { 0.0 } else { *v / n as f32 };
-                        }
-                    }
+    vectorize!({
+        for (x, out) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
+            match p.kind {
+                PoolKind::Max => {
+                    out.fill(f32::NEG_INFINITY);
+                    win.for_each_tap(x, out, |_, out, input| accumulate(out, input, f32::max));
+                }
+                PoolKind::Average { count_include_pad } => {
+                    out.fill(0.0);
+                    win.for_each_tap(x, out, |_, out, input| accumulate(out, input, |o, v| o + v));
+                    divide_by_count(&win, count_include_pad, out);
                 }
             }
         }
     });
+}
+
+/// Turns the window sums of one output plane into averages. The count is separable:
+/// (taps counted along the height) × (taps counted along the width).
+#[inline(always)]
+fn divide_by_count(win: &Window, count_include_pad: bool, out: &mut [f32]) {
+    let count = |a: &Axis, o| {
+        if count_include_pad {
+            a.taps_inside_padded(o)
+        } else {
+            a.taps_inside(o).len()
+        }
+    };
+    for (oh, row) in out.chunks_exact_mut(win.w.out_len).enumerate() {
+        let rows = count(&win.h, oh);
+        for (ow, v) in row.iter_mut().enumerate() {
+            let n = rows * count(&win.w, ow);
+            *v = if n == 0 { 0.0 } else { *v / n as f32 };
+        }
+    }
 }
 
 /// `y[o] = mean(x[o * inner .. (o + 1) * inner])`.
@@ -68,7 +71,7 @@ pub fn reduce_mean(p: &ReduceMean, x: &[f32], y: &mut [f32]) {
         return;
     }
     let scale = 1.0 / p.inner as f32;
-    vectorize(|| {
+    vectorize!({
         for (v, row) in y.iter_mut().zip(x.chunks_exact(p.inner)) {
             *v = simd::sum(row) * scale;
         }

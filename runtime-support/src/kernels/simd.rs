@@ -1,11 +1,17 @@
 //! Running plain loops with the best instruction set the CPU has.
 //!
 //! The crate is built for the baseline target (SSE2 on x86-64), so an ordinary loop is
-//! vectorised four lanes wide and without FMA. [`vectorize`] runs a closure inside a
-//! function compiled for x86-64-v3 (AVX2 + FMA) when the CPU has it, through `pulp`
-//! (which faer already depends on and re-exports), so the loops the closure inlines are
-//! vectorised eight lanes wide — with no `unsafe` here. Everything the closure calls in
-//! its hot loop must be `#[inline(always)]` for this to reach it.
+//! vectorised four lanes wide, without FMA, and `f32::floor` is a libm call.
+//! [`vectorize!`] runs a block inside a function compiled for x86-64-v3 (AVX2 + FMA)
+//! when the CPU has it, through `pulp` (which faer already depends on and
+//! re-exports), so the loops in the block are vectorised eight lanes wide — with no
+//! `unsafe` here.
+//!
+//! That only works if the block's code is inlined into pulp's target-feature
+//! function: the macro marks the closure `#[inline(always)]` (without it LLVM keeps a
+//! large closure out of line, compiled for the baseline, and e.g. `sigmoid` ran 15×
+//! slower), and everything the block calls in its hot loops must be
+//! `#[inline(always)]` too.
 //!
 //! The scalar math helpers below ([`exp`], [`sum`]) are written branch-free so that
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and
@@ -13,9 +19,20 @@
 
 use faer::traits::pulp;
 
-/// Runs `f`, compiled for the widest SIMD level the CPU supports.
+/// Runs the block, compiled for the widest SIMD level the CPU supports.
+macro_rules! vectorize {
+    ($body:block) => {
+        $crate::kernels::simd::dispatch(
+            #[inline(always)]
+            || $body,
+        )
+    };
+}
+pub(crate) use vectorize;
+
+/// Runs `f` under pulp's best instruction set; use it through [`vectorize!`].
 #[inline(always)]
-pub(crate) fn vectorize<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
     pulp::Arch::new().dispatch(f)
 }
 

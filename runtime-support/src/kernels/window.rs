@@ -10,6 +10,7 @@ use std::ops::Range;
 use super::elementwise::{Row, map_row};
 
 /// The `o` in `0..out_len` for which `o * stride + offset` lies in `0..in_len`.
+#[inline]
 pub(crate) fn valid_range(
     out_len: usize,
     in_len: usize,
@@ -17,13 +18,18 @@ pub(crate) fn valid_range(
     offset: isize,
 ) -> Range<usize> {
     let (stride, in_len) = (stride as isize, in_len as isize);
-    let lo = if offset >= 0 {
-        0
-    } else {
-        (-offset + stride - 1) / stride
-    };
     let last = in_len - 1 - offset;
-    let hi = if last < 0 { 0 } else { last / stride + 1 };
+    let (lo, hi) = if stride == 1 {
+        // The common case, without the divisions.
+        ((-offset).max(0), if last < 0 { 0 } else { last + 1 })
+    } else {
+        let lo = if offset >= 0 {
+            0
+        } else {
+            (-offset + stride - 1) / stride
+        };
+        (lo, if last < 0 { 0 } else { last / stride + 1 })
+    };
     let hi = (hi as usize).min(out_len);
     (lo as usize).min(hi)..hi
 }
@@ -112,29 +118,32 @@ impl Window {
         }
     }
 
-    /// Computes output row `oh` of one plane: calls `tap(k, out, input)` for every tap
-    /// `k = ki * kw + kj` whose input row is inside the plane, with `out` the part of
-    /// the row that tap reaches and `input` the elements it reads there.
+    /// Accumulates one output plane from one input plane: calls `tap(k, out, input)`
+    /// for every kernel tap `k = ki * kw + kj` and every output row it reaches, with
+    /// `out` the part of that row whose input lies inside the plane and `input` the
+    /// elements it reads there. The geometry of each tap is worked out once per plane.
     #[inline(always)]
     pub fn for_each_tap(
         &self,
         plane: &[f32],
-        oh: usize,
-        out_row: &mut [f32],
+        out_plane: &mut [f32],
         mut tap: impl FnMut(usize, &mut [f32], Row<'_>),
     ) {
         let (h, w) = (&self.h, &self.w);
-        for ki in h.taps_inside(oh) {
-            let ih = h.input_pos(oh, ki) as usize;
-            let in_row = &plane[ih * w.in_len..][..w.in_len];
+        for ki in 0..h.kernel {
+            let rows = h.outputs_for_tap(ki);
             for kj in 0..w.kernel {
                 let cols = w.outputs_for_tap(kj);
                 if cols.is_empty() {
                     continue;
                 }
                 let start = w.input_pos(cols.start, kj) as usize;
-                let input = Row::strided(&in_row[start..], w.stride, cols.len());
-                tap(ki * w.kernel + kj, &mut out_row[cols], input);
+                for oh in rows.clone() {
+                    let ih = h.input_pos(oh, ki) as usize;
+                    let input = Row::strided(&plane[ih * w.in_len + start..], w.stride, cols.len());
+                    let out = &mut out_plane[oh * w.out_len..][cols.clone()];
+                    tap(ki * w.kernel + kj, out, input);
+                }
             }
         }
     }

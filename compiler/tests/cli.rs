@@ -1,0 +1,243 @@
+//! The `kiln` binary: help text, exit codes, error output, `plan --json` and
+//! `compile`'s output files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{TempDir, tiny_classifier};
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .expect("running kiln")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes the tiny classifier (batch symbolic when `symbolic`) to `dir/tiny.onnx`.
+fn write_model(dir: &Path, symbolic: bool) -> PathBuf {
+    let path = dir.join("tiny.onnx");
+    std::fs::write(&path, tiny_classifier(symbolic).bytes()).unwrap();
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("temp paths are UTF-8")
+}
+
+/// `kiln --help` succeeds and lists the subcommands.
+#[test]
+fn help() {
+    let o = kiln(&["--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for word in ["compile", "plan", "run"] {
+        assert!(out.contains(word), "`{word}` missing from:\n{out}");
+    }
+}
+
+/// `kiln compile --help` succeeds and documents `--input` and `--out-dir`.
+#[test]
+fn compile_help() {
+    let o = kiln(&["compile", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("--input"), "{out}");
+    assert!(out.contains("--out-dir"), "{out}");
+    assert!(out.contains("NAME=DIMS"), "{out}");
+}
+
+/// Compiling a file that does not exist exits non-zero with `error:` naming the file.
+#[test]
+fn compile_missing_file() {
+    let dir = TempDir::new("cli-missing");
+    let model = dir.join("absent.onnx");
+    let o = kiln(&["compile", s(&model), "--out-dir", s(dir.path())]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(&format!("error: reading {}: ", model.display())),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty());
+}
+
+/// A file that is not ONNX exits non-zero with a parse error naming the file.
+#[test]
+fn compile_text_file() {
+    let dir = TempDir::new("cli-text");
+    let model = dir.join("readme.onnx");
+    std::fs::write(&model, "hello, I am text\n").unwrap();
+    let o = kiln(&["plan", s(&model)]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(&format!(
+            "error: {} is not a readable ONNX model: ",
+            model.display()
+        )),
+        "{err}"
+    );
+}
+
+/// `kiln plan MODEL --json` prints the plan as JSON: sizes, and every tensor's name,
+/// offset, size and lifetime; offsets plus sizes fit in the arena.
+#[test]
+fn plan_json() {
+    let dir = TempDir::new("cli-plan");
+    let model = write_model(dir.path(), false);
+    let o = kiln(&["plan", s(&model), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("plan --json is JSON");
+    let num = |key: &str| {
+        v[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("`{key}` missing from {v}"))
+    };
+    let (arena, naive, lower) = (
+        num("arena_bytes"),
+        num("naive_bytes"),
+        num("lower_bound_bytes"),
+    );
+    assert!(lower <= arena && arena <= naive, "{arena} {naive} {lower}");
+    let tensors = v["tensors"].as_array().expect("tensors[]");
+    assert!(!tensors.is_empty());
+    for t in tensors {
+        assert!(t["name"].is_string(), "{t}");
+        let (offset, size) = (t["offset"].as_u64().unwrap(), t["size"].as_u64().unwrap());
+        let (first, last) = (t["first"].as_u64().unwrap(), t["last"].as_u64().unwrap());
+        assert!(offset + size <= arena, "{t} overflows the arena of {arena}");
+        assert!(first <= last, "{t}");
+    }
+    assert!(
+        tensors.iter().any(|t| t["name"] == "prob"),
+        "the output tensor is planned"
+    );
+}
+
+/// `kiln plan MODEL` without `--json` prints a text report.
+#[test]
+fn plan_text() {
+    let dir = TempDir::new("cli-plan-text");
+    let model = write_model(dir.path(), false);
+    let o = kiln(&["plan", s(&model)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("prob"), "{}", stdout(&o));
+}
+
+/// `kiln compile MODEL --out-dir DIR --name tiny` writes `DIR/tiny.rs` and
+/// `DIR/tiny.weights.bin` and says so.
+#[test]
+fn compile_writes_module_and_weights() {
+    let dir = TempDir::new("cli-compile");
+    let model = write_model(dir.path(), false);
+    let out = dir.join("out");
+    let o = kiln(&["compile", s(&model), "--out-dir", s(&out), "--name", "tiny"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let code = std::fs::read_to_string(out.join("tiny.rs")).expect("tiny.rs written");
+    syn::parse_file(&code).expect("tiny.rs parses");
+    assert!(
+        code.contains("include_bytes!(\"tiny.weights.bin\")"),
+        "{code}"
+    );
+    let weights = std::fs::read(out.join("tiny.weights.bin")).expect("weights written");
+    assert!(!weights.is_empty());
+    let msg = stdout(&o);
+    assert!(
+        msg.starts_with(&format!("wrote {}", out.join("tiny.rs").display())),
+        "{msg}"
+    );
+    assert!(msg.contains("tiny.weights.bin"), "{msg}");
+}
+
+/// `--weights-at-runtime` writes a module that embeds nothing.
+#[test]
+fn compile_weights_at_runtime() {
+    let dir = TempDir::new("cli-runtime-weights");
+    let model = write_model(dir.path(), false);
+    let o = kiln(&[
+        "compile",
+        s(&model),
+        "--out-dir",
+        s(dir.path()),
+        "--weights-at-runtime",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The module name defaults to the model file's stem.
+    let code = std::fs::read_to_string(dir.join("tiny.rs")).unwrap();
+    assert!(!code.contains("include_bytes!"));
+    assert!(dir.join("tiny.weights.bin").exists());
+}
+
+/// A model with a symbolic dim fails without `--input` (naming the input, the dim and
+/// the flag) and compiles with `--input x=2x3x8x8`.
+#[test]
+fn symbolic_input_needs_input_flag() {
+    let dir = TempDir::new("cli-input");
+    let model = write_model(dir.path(), true);
+    let o = kiln(&["plan", s(&model), "--json"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: input `x`: dim 0 is symbolic (`batch`)"),
+        "{err}"
+    );
+    assert!(err.contains("--input x="), "{err}");
+
+    let o = kiln(&[
+        "compile",
+        s(&model),
+        "--out-dir",
+        s(dir.path()),
+        "--input",
+        "x=2x3x8x8",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("tiny.rs").exists());
+}
+
+/// A malformed `--input` and a bad `--alignment` are reported as invalid options.
+#[test]
+fn bad_options() {
+    let dir = TempDir::new("cli-options");
+    let model = write_model(dir.path(), true);
+    let o = kiln(&["plan", s(&model), "--input", "x:2x3x8x8"]);
+    assert!(!o.status.success());
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "error: invalid option: `x:2x3x8x8` should look like NAME=1x3x224x224"
+    );
+    let o = kiln(&[
+        "plan",
+        s(&model),
+        "--input",
+        "x=2x3x8x8",
+        "--alignment",
+        "3",
+    ]);
+    assert!(!o.status.success());
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "error: invalid option: alignment must be a power of two between 4 and 256, got 3"
+    );
+}
+
+/// Unknown subcommands and missing arguments are usage errors (clap's exit code 2).
+#[test]
+fn usage_errors() {
+    let o = kiln(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("error:"));
+    let o = kiln(&["compile"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("MODEL.onnx"), "{}", stderr(&o));
+}

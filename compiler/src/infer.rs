@@ -323,7 +323,11 @@ fn infer_outputs(g: &Graph, node: &Node) -> R<Vec<Out>> {
             }
             vec![Out::like(x()?.dtype, xs.to_vec())]
         }
-        Op::Unary(_) | Op::Clip { .. } | Op::Lrn { .. } | Op::Identity => {
+        Op::Unary(_)
+        | Op::Clip { .. }
+        | Op::Lrn { .. }
+        | Op::Identity
+        | Op::ChannelAffine { .. } => {
             vec![Out::like(x()?.dtype, x()?.shape().to_vec())]
         }
         Op::Dropout => vec![

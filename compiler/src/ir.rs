@@ -345,6 +345,12 @@ pub enum Op {
     BatchNormalization {
         epsilon: f32,
     },
+    /// `y = x·scale[c] + shift[c]` over channel axis 1, then an optional activation:
+    /// inference BatchNormalization with its statistics folded, and the per-channel
+    /// Mul/Add that follow it. Made by the passes, never loaded. Inputs: x, scale, shift.
+    ChannelAffine {
+        activation: Option<Activation>,
+    },
     Unary(UnaryOp),
     /// Bounds from attributes (opset < 11); from inputs 1 and 2 otherwise.
     Clip {
@@ -413,6 +419,7 @@ impl Op {
             Op::Gemm { .. } => "Gemm",
             Op::MatMul => "MatMul",
             Op::BatchNormalization { .. } => "BatchNormalization",
+            Op::ChannelAffine { .. } => "BatchNormalization",
             Op::Unary(u) => match u {
                 UnaryOp::Relu => "Relu",
                 UnaryOp::LeakyRelu { .. } => "LeakyRelu",

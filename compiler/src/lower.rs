@@ -36,6 +36,7 @@ pub enum Kernel {
     Gemm(params::Gemm),
     MatMul(params::MatMul),
     BatchNorm(params::BatchNorm),
+    ChannelAffine(params::ChannelAffine),
     Unary(params::Unary),
     Binary(params::Binary, params::Broadcast),
     /// `out = op(out, input)`: accumulation for variadic Sum/Max/Min.
@@ -328,6 +329,12 @@ impl Lowering<'_> {
                 c: x_shape[1],
                 inner: x_shape[2..].iter().product(),
                 epsilon: *epsilon,
+            }),
+            Op::ChannelAffine { activation } => Kernel::ChannelAffine(params::ChannelAffine {
+                n: x_shape[0],
+                c: x_shape[1],
+                inner: x_shape[2..].iter().product(),
+                activation: activation_param(*activation),
             }),
             Op::Unary(u) => Kernel::Unary(unary_param(*u)),
             Op::Clip { min, max } => {

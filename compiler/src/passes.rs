@@ -9,6 +9,8 @@ pub fn run(graph: &mut Graph) -> Result<(), Error> {
     drop_folded(graph);
     remove_identities(graph);
     fold_batchnorm_into_conv(graph);
+    batchnorm_to_affine(graph);
+    fold_channel_ops(graph);
     fuse_activations(graph);
     eliminate_dead_nodes(graph);
     Ok(())
@@ -149,7 +151,180 @@ fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
     Some(bn_index)
 }
 
-/// Fuses an activation into the Conv or Gemm that is its only producer-consumer pair.
+/// Inference BatchNormalization with constant parameters (one not folded into a
+/// convolution) becomes a [`Op::ChannelAffine`]: `scale = s/√(var+ε)`,
+/// `shift = β − mean·scale`, so the kernel does one multiply-add per element.
+pub fn batchnorm_to_affine(graph: &mut Graph) {
+    for i in 0..graph.nodes.len() {
+        let n = &graph.nodes[i];
+        let Op::BatchNormalization { epsilon } = n.op else {
+            continue;
+        };
+        let [s, beta, mean, var] = [1, 2, 3, 4].map(|k| constant(graph, n.input(k)));
+        let (Some(s), Some(beta), Some(mean), Some(var)) = (s, beta, mean, var) else {
+            continue;
+        };
+        let scale: Vec<f32> = s
+            .iter()
+            .zip(&var)
+            .map(|(s, v)| s / (v + epsilon).sqrt())
+            .collect();
+        let shift: Vec<f32> = (0..scale.len())
+            .map(|c| beta[c] - mean[c] * scale[c])
+            .collect();
+        let name = n.name.clone();
+        let x = n.inputs[0];
+        let sc = add_vector(graph, &name, "scale", scale);
+        let sh = add_vector(graph, &name, "shift", shift);
+        let n = &mut graph.nodes[i];
+        n.op = Op::ChannelAffine { activation: None };
+        n.inputs = vec![x, Some(sc), Some(sh)];
+    }
+}
+
+fn add_vector(graph: &mut Graph, node: &str, what: &str, v: Vec<f32>) -> ValueId {
+    let len = v.len();
+    graph.add_value(Value {
+        name: format!("{node}:{what}"),
+        dtype: DType::F32,
+        shape: Some(vec![len]),
+        constant: Some(Tensor::f32(vec![len], v)),
+    })
+}
+
+/// If `node` is `Mul` or `Add` of `y` (rank ≥ 2, channels on axis 1) and a constant
+/// that varies at most along the channel axis, that constant per channel.
+fn per_channel_operand(graph: &Graph, node: &Node, y: ValueId) -> Option<(BinaryOp, Vec<f32>)> {
+    let Op::Binary(op @ (BinaryOp::Mul | BinaryOp::Add)) = node.op else {
+        return None;
+    };
+    let other = match (node.input(0), node.input(1)) {
+        (Some(a), Some(b)) if a == y && b != y => b,
+        (Some(a), Some(b)) if b == y && a != y => a,
+        _ => return None,
+    };
+    let ys = graph.value(y).shape();
+    let t = graph.value(other).constant.as_ref()?;
+    let c = *ys.get(1)?;
+    if t.shape.len() > ys.len() || t.is_empty() {
+        return None;
+    }
+    let offset = ys.len() - t.shape.len();
+    let mut varies = false;
+    for (i, &d) in t.shape.iter().enumerate() {
+        match (i + offset, d) {
+            (_, 1) => {}
+            (1, d) if d == c => varies = true,
+            _ => return None,
+        }
+    }
+    let v = t.as_f32();
+    Some((op, if varies { v } else { vec![v[0]; c] }))
+}
+
+/// Folds per-channel constant `Mul`/`Add` into the Conv or ChannelAffine that is their
+/// only input: a Conv scales its weight rows and bias, an affine its scale and shift.
+pub fn fold_channel_ops(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        let n = &graph.nodes[i];
+        let foldable = matches!(
+            n.op,
+            Op::Conv {
+                activation: None,
+                ..
+            } | Op::ChannelAffine { activation: None }
+        );
+        let y = n.outputs[0];
+        let next = if foldable {
+            sole_consumer(graph, y)
+        } else {
+            None
+        };
+        let folded = next.and_then(|next| {
+            let (op, k) = per_channel_operand(graph, &graph.nodes[next], y)?;
+            let z = graph.nodes[next].outputs[0];
+            (graph.value(z).shape() == graph.value(y).shape() && fold_into(graph, i, op, &k))
+                .then_some((next, z))
+        });
+        match folded {
+            Some((next, z)) => {
+                graph.nodes[i].outputs[0] = z;
+                graph.nodes.remove(next);
+                if next < i {
+                    i -= 1;
+                }
+                // Stay on this node: another Mul/Add may follow.
+            }
+            None => i += 1,
+        }
+    }
+}
+
+fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
+    let n = &graph.nodes[index];
+    let name = n.name.clone();
+    match n.op {
+        Op::Conv { .. } => {
+            let Some(w) = n.input(1).and_then(|w| graph.value(w).constant.clone()) else {
+                return false;
+            };
+            let c_out = w.shape[0];
+            let bias = match n.input(2) {
+                Some(b) => constant(graph, Some(b)),
+                None => Some(vec![0.0; c_out]),
+            };
+            let Some(mut bias) = bias else {
+                return false;
+            };
+            let mut wv = w.as_f32();
+            let per = wv.len() / c_out.max(1);
+            for o in 0..c_out {
+                if op == BinaryOp::Mul {
+                    wv[o * per..(o + 1) * per]
+                        .iter_mut()
+                        .for_each(|x| *x *= k[o]);
+                    bias[o] *= k[o];
+                } else {
+                    bias[o] += k[o];
+                }
+            }
+            let w_id = graph.add_value(Value {
+                name: format!("{name}:folded_weight"),
+                dtype: DType::F32,
+                shape: Some(w.shape.clone()),
+                constant: Some(Tensor::f32(w.shape.clone(), wv)),
+            });
+            let b_id = add_vector(graph, &name, "folded_bias", bias);
+            let n = &mut graph.nodes[index];
+            n.inputs = vec![n.inputs[0], Some(w_id), Some(b_id)];
+            true
+        }
+        Op::ChannelAffine { .. } => {
+            let (Some(mut scale), Some(mut shift)) =
+                (constant(graph, n.input(1)), constant(graph, n.input(2)))
+            else {
+                return false;
+            };
+            for c in 0..scale.len() {
+                if op == BinaryOp::Mul {
+                    scale[c] *= k[c];
+                    shift[c] *= k[c];
+                } else {
+                    shift[c] += k[c];
+                }
+            }
+            let sc = add_vector(graph, &name, "scale", scale);
+            let sh = add_vector(graph, &name, "shift", shift);
+            let n = &mut graph.nodes[index];
+            n.inputs = vec![n.inputs[0], Some(sc), Some(sh)];
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Fuses an activation into the Conv, Gemm or ChannelAffine that is its only input.
 pub fn fuse_activations(graph: &mut Graph) {
     let mut i = 0;
     while i < graph.nodes.len() {
@@ -161,16 +336,16 @@ pub fn fuse_activations(graph: &mut Graph) {
             } | Op::Gemm {
                 activation: None,
                 ..
-            }
+            } | Op::ChannelAffine { activation: None }
         );
         if fusable && let Some(act_index) = sole_consumer(graph, graph.nodes[i].outputs[0]) {
             let act_node = &graph.nodes[act_index];
             if let Some(act) = activation_of(graph, act_node) {
                 let out = act_node.outputs[0];
                 match &mut graph.nodes[i].op {
-                    Op::Conv { activation, .. } | Op::Gemm { activation, .. } => {
-                        *activation = Some(act)
-                    }
+                    Op::Conv { activation, .. }
+                    | Op::Gemm { activation, .. }
+                    | Op::ChannelAffine { activation } => *activation = Some(act),
                     _ => unreachable!("checked above"),
                 }
                 graph.nodes[i].outputs[0] = out;

@@ -113,6 +113,17 @@ pub struct BatchNorm {
     pub epsilon: f32,
 }
 
+/// `y = x·scale[c] + shift[c]` per channel, then an activation: inference
+/// BatchNormalization with its statistics folded at compile time (and any per-channel
+/// Mul/Add after it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChannelAffine {
+    pub n: usize,
+    pub c: usize,
+    pub inner: usize,
+    pub activation: Activation,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolKind {
     Max,

@@ -358,6 +358,11 @@ impl<'a> Emitter<'a> {
                 let [x, sc, b, m, v] = [0, 1, 2, 3, 4].map(a);
                 quote!(#rt::kernels::batch_norm(&#pt, #x, #sc, #b, #m, #v, out);)
             }
+            Kernel::ChannelAffine(p) => {
+                let pt = tokens::channel_affine(rt, p);
+                let [x, sc, sh] = [0, 1, 2].map(a);
+                quote!(#rt::kernels::channel_affine(&#pt, #x, #sc, #sh, out);)
+            }
             Kernel::Unary(u) => {
                 let u = tokens::unary(rt, *u);
                 let x = a(0);

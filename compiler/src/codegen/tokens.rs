@@ -126,6 +126,12 @@ pub fn batch_norm(rt: &TokenStream, p: &BatchNorm) -> TokenStream {
     quote!(#rt::params::BatchNorm { n: #n, c: #c, inner: #inner, epsilon: #eps })
 }
 
+pub fn channel_affine(rt: &TokenStream, p: &ChannelAffine) -> TokenStream {
+    let [n, c, inner] = [p.n, p.c, p.inner].map(us);
+    let act = activation(rt, p.activation);
+    quote!(#rt::params::ChannelAffine { n: #n, c: #c, inner: #inner, activation: #act })
+}
+
 pub fn pool2d(rt: &TokenStream, p: &Pool2d) -> TokenStream {
     let kind = match p.kind {
         PoolKind::Max => quote!(#rt::params::PoolKind::Max),

@@ -174,7 +174,9 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
                 };
                 let rows = out.chunks_exact_mut(width).skip(tap).step_by(taps);
                 if valid.is_empty() {
-                    rows.for_each(|row| row[dst..dst + len].fill(0.0));
+                    for row in rows {
+                        row[dst..dst + len].fill(0.0);
+                    }
                 } else {
                     let ih = h.input_pos(oh, ki) as usize;
                     let src = ih * w.in_len + w.input_pos(valid.start, kj) as usize;
@@ -186,10 +188,11 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
                         let run = &mut row[lead..lead + n];
                         match Row::strided(&plane[src..], w.stride, n) {
                             Row::Dense(s) => run.copy_from_slice(s),
-                            Row::Strided(s, st) => run
-                                .iter_mut()
-                                .zip(s.iter().step_by(st))
-                                .for_each(|(o, &v)| *o = v),
+                            Row::Strided(s, st) => {
+                                for (o, &v) in run.iter_mut().zip(s.iter().step_by(st)) {
+                                    *o = v;
+                                }
+                            }
                             Row::Splat(_) | Row::Out => unreachable!("stride is positive"),
                         }
                     }

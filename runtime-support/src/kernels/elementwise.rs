@@ -102,8 +102,16 @@ fn activation_op(a: Activation) -> Option<Unary> {
 pub(crate) fn bias_activate(act: Activation, bias: f32, y: &mut [f32]) {
     match activation_op(act) {
         None if bias == 0.0 => {}
-        None => y.iter_mut().for_each(|v| *v += bias),
-        Some(op) => with_unary!(op, |f| y.iter_mut().for_each(|v| *v = f(*v + bias))),
+        None => {
+            for v in y {
+                *v += bias;
+            }
+        }
+        Some(op) => with_unary!(op, |f| {
+            for v in y {
+                *v = f(*v + bias);
+            }
+        }),
     }
 }
 
@@ -127,7 +135,13 @@ pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
 }
 
 pub fn unary_inplace(op: Unary, y: &mut [f32]) {
-    vectorize!({ with_unary!(op, |f| y.iter_mut().for_each(|v| *v = f(*v))) });
+    vectorize!({
+        with_unary!(op, |f| {
+            for v in y {
+                *v = f(*v);
+            }
+        })
+    });
 }
 
 pub fn binary(op: Binary, p: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]) {
@@ -180,14 +194,18 @@ fn broadcast(
     let n = if l.rank == 0 { 1 } else { l.shape[outer] };
     let [sa, sb, _] = l.strides.map(|s| if l.rank == 0 { 0 } else { s[outer] });
     vectorize!({
-        l.for_each(outer, |[oa, ob, oy]| {
-            let y = &mut y[oy..oy + n];
-            let rb = Row::strided(&b[ob..], sb, n);
-            match a {
-                Some(a) => map_row(y, Row::strided(&a[oa..], sa, n), rb, f),
-                None => map_row(y, Row::Out, rb, f),
-            }
-        })
+        l.for_each(
+            outer,
+            #[inline(always)]
+            |[oa, ob, oy]| {
+                let y = &mut y[oy..oy + n];
+                let rb = Row::strided(&b[ob..], sb, n);
+                match a {
+                    Some(a) => map_row(y, Row::strided(&a[oa..], sa, n), rb, f),
+                    None => map_row(y, Row::Out, rb, f),
+                }
+            },
+        )
     });
 }
 
@@ -216,46 +234,85 @@ impl<'a> Row<'a> {
     }
 }
 
-/// Expands `$body` with `$it` bound to an iterator over the elements of the input row
-/// `$row` (not [`Row::Out`]). Each form gets its own iterator type, so a dense or
-/// splat run compiles to a branch-free, bounds-check-free loop that vectorises.
-macro_rules! with_iter {
-    ($row:expr, |$it:ident| $body:expr) => {
+/// The per-element read of one [`Row`] form, monomorphised so that the loop over a
+/// dense or splat run has no branches and no bounds checks, and vectorises.
+trait Fetch: Copy {
+    fn get(self, i: usize, out: f32) -> f32;
+}
+
+#[derive(Clone, Copy)]
+struct Dense<'a>(&'a [f32]);
+#[derive(Clone, Copy)]
+struct Splat(f32);
+#[derive(Clone, Copy)]
+struct Strided<'a>(&'a [f32], usize);
+#[derive(Clone, Copy)]
+struct Out;
+
+impl Fetch for Dense<'_> {
+    #[inline(always)]
+    fn get(self, i: usize, _: f32) -> f32 {
+        self.0[i]
+    }
+}
+impl Fetch for Splat {
+    #[inline(always)]
+    fn get(self, _: usize, _: f32) -> f32 {
+        self.0
+    }
+}
+impl Fetch for Strided<'_> {
+    #[inline(always)]
+    fn get(self, i: usize, _: f32) -> f32 {
+        self.0[i * self.1]
+    }
+}
+impl Fetch for Out {
+    #[inline(always)]
+    fn get(self, _: usize, out: f32) -> f32 {
+        out
+    }
+}
+
+/// Expands `$body` with `$g` bound to the [`Fetch`] form of `$row` for a run of `$n`.
+/// A dense slice is cut to exactly `$n` here, next to the loop, so that the compiler
+/// sees its length equal the output's and drops the bounds checks.
+macro_rules! with_fetch {
+    ($row:expr, $n:expr, |$g:ident| $body:expr) => {
         match $row {
             Row::Dense(s) => {
-                let $it = s.iter().copied();
+                let $g = Dense(&s[..$n]);
                 $body
             }
             Row::Splat(v) => {
-                let $it = std::iter::repeat(v);
+                let $g = Splat(v);
                 $body
             }
             Row::Strided(s, stride) => {
-                let $it = s.iter().step_by(stride).copied();
+                let $g = Strided(s, stride);
                 $body
             }
-            Row::Out => unreachable!("the output row is not an input iterator"),
+            Row::Out => {
+                let $g = Out;
+                $body
+            }
         }
     };
 }
 
-/// `y[i] = f(a[i], b[i])` over one run; `a` may be [`Row::Out`] (in place), `b` not.
+/// `y[i] = f(a[i], b[i])` over one run, for every combination of row forms.
 #[inline(always)]
 pub(crate) fn map_row(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
+    let n = y.len();
     for r in [a, b] {
         if let Row::Dense(s) = r {
-            assert_eq!(s.len(), y.len(), "map_row: run lengths differ");
+            assert_eq!(s.len(), n, "map_row: run lengths differ");
         }
     }
-    match a {
-        Row::Out => with_iter!(b, |bs| y
-            .iter_mut()
-            .zip(bs)
-            .for_each(|(v, b)| *v = f(*v, b))),
-        a => with_iter!(a, |as_| with_iter!(b, |bs| {
-            y.iter_mut()
-                .zip(as_.zip(bs))
-                .for_each(|(v, (a, b))| *v = f(a, b))
-        })),
-    }
+    with_fetch!(a, n, |ga| with_fetch!(b, n, |gb| {
+        let y = &mut y[..n];
+        for (i, v) in y.iter_mut().enumerate() {
+            *v = f(ga.get(i, *v), gb.get(i, *v));
+        }
+    }))
 }

@@ -76,9 +76,9 @@ pub fn transpose(p: &Transpose, x: &[f32], y: &mut [f32]) {
     }
     if l.rank == 1 {
         let s = l.strides[0][0];
-        y.iter_mut()
-            .zip(x.iter().step_by(s))
-            .for_each(|(d, &v)| *d = v);
+        for (d, &v) in y.iter_mut().zip(x.iter().step_by(s)) {
+            *d = v;
+        }
         return;
     }
     let (r, c) = (l.rank - 2, l.rank - 1);

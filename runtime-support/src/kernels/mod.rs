@@ -15,6 +15,7 @@
 //! - helpers: `index` (shape simplification and odometers), `window` (sliding-window
 //!   geometry), `simd` (running loops with AVX2/FMA, vectorisable `exp`).
 
+mod affine;
 mod conv;
 mod elementwise;
 mod gemm;
@@ -25,6 +26,7 @@ mod pool;
 mod simd;
 mod window;
 
+pub use affine::channel_affine;
 pub use conv::conv2d;
 pub use elementwise::{binary, binary_inplace, unary, unary_inplace};
 pub use gemm::{gemm, matmul};

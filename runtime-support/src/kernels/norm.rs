@@ -34,7 +34,9 @@ pub fn batch_norm(
             let c = i % p.c;
             let s = scale[c] / (var[c] + p.epsilon).sqrt();
             let t = bias[c] - mean[c] * s;
-            y.iter_mut().zip(x).for_each(|(y, &x)| *y = x * s + t);
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = x * s + t;
+            }
         }
     });
 }
@@ -62,7 +64,9 @@ pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
                 for plane in
                     x[channels.start * p.inner..channels.end * p.inner].chunks_exact(p.inner)
                 {
-                    out.iter_mut().zip(plane).for_each(|(o, &v)| *o += v * v);
+                    for (o, &v) in out.iter_mut().zip(plane) {
+                        *o += v * v;
+                    }
                 }
                 let xc = &x[c * p.inner..][..p.inner];
                 for (o, &v) in out.iter_mut().zip(xc) {
@@ -104,19 +108,24 @@ pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
 /// Columns processed together when the softmax axis is not innermost.
 const LANES: usize = 64;
 
+/// Softmax of one contiguous row.
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32], log: bool) {
     let m = simd::max(x);
-    y.iter_mut()
-        .zip(x)
-        .for_each(|(y, &x)| *y = simd::exp(x - m));
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = simd::exp(x - m);
+    }
     let s = simd::sum(y);
     if log {
         let shift = m + s.ln();
-        y.iter_mut().zip(x).for_each(|(y, &x)| *y = x - shift);
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = x - shift;
+        }
     } else {
         let r = 1.0 / s;
-        y.iter_mut().for_each(|y| *y *= r);
+        for y in y {
+            *y *= r;
+        }
     }
 }
 
@@ -128,9 +137,9 @@ fn softmax_columns(p: &Softmax, x: &[f32], y: &mut [f32], i0: usize, w: usize) {
     let (max, sum) = (&mut max[..w], &mut sum[..w]);
     let rows = |j: usize| i0 + j * p.inner..i0 + j * p.inner + w;
     for j in 0..p.len {
-        max.iter_mut()
-            .zip(&x[rows(j)])
-            .for_each(|(m, &v)| *m = m.max(v));
+        for (m, &v) in max.iter_mut().zip(&x[rows(j)]) {
+            *m = m.max(v);
+        }
     }
     for j in 0..p.len {
         let (x, y) = (&x[rows(j)], &mut y[rows(j)]);
@@ -139,22 +148,18 @@ fn softmax_columns(p: &Softmax, x: &[f32], y: &mut [f32], i0: usize, w: usize) {
             *s += *y;
         }
     }
-    if p.log {
-        max.iter_mut()
-            .zip(sum.iter())
-            .for_each(|(m, &s)| *m += s.ln());
-    } else {
-        sum.iter_mut().for_each(|s| *s = 1.0 / *s);
+    // Turn the sums into what the last pass applies: the log-sum shift, or 1/sum.
+    for (m, s) in max.iter_mut().zip(sum.iter_mut()) {
+        if p.log {
+            *m += s.ln();
+        } else {
+            *s = 1.0 / *s;
+        }
     }
     for j in 0..p.len {
         let (x, y) = (&x[rows(j)], &mut y[rows(j)]);
-        if p.log {
-            y.iter_mut()
-                .zip(x)
-                .zip(max.iter())
-                .for_each(|((y, &v), &m)| *y = v - m);
-        } else {
-            y.iter_mut().zip(sum.iter()).for_each(|(y, &r)| *y *= r);
+        for ((y, &v), (&m, &r)) in y.iter_mut().zip(x).zip(max.iter().zip(sum.iter())) {
+            *y = if p.log { v - m } else { *y * r };
         }
     }
 }

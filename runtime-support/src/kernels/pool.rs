@@ -46,19 +46,22 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
 /// (taps counted along the height) × (taps counted along the width).
 #[inline(always)]
 fn divide_by_count(win: &Window, count_include_pad: bool, out: &mut [f32]) {
-    let count = |a: &Axis, o| {
-        if count_include_pad {
-            a.taps_inside_padded(o)
-        } else {
-            a.taps_inside(o).len()
-        }
-    };
     for (oh, row) in out.chunks_exact_mut(win.w.out_len).enumerate() {
-        let rows = count(&win.h, oh);
+        let rows = taps_counted(&win.h, oh, count_include_pad);
         for (ow, v) in row.iter_mut().enumerate() {
-            let n = rows * count(&win.w, ow);
+            let n = rows * taps_counted(&win.w, ow, count_include_pad);
             *v = if n == 0 { 0.0 } else { *v / n as f32 };
         }
+    }
+}
+
+/// The divisor's share from one axis for output `o`.
+#[inline(always)]
+fn taps_counted(a: &Axis, o: usize, count_include_pad: bool) -> usize {
+    if count_include_pad {
+        a.taps_inside_padded(o)
+    } else {
+        a.taps_inside(o).len()
     }
 }
 

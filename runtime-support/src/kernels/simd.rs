@@ -125,7 +125,10 @@ fn fold8(
             *a = step(*a, v);
         }
     }
-    let mut r = acc.into_iter().fold(init, &merge);
+    let mut r = init;
+    for a in acc {
+        r = merge(r, a);
+    }
     for &v in tail {
         r = step(r, v);
     }

@@ -142,7 +142,9 @@ fn bench_resnet50_convolutions() {
 fn bench_other_kernels() {
     let n = 256 * 56 * 56;
     let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
-    let b: Vec<f32> = (0..2048 * 1000).map(|i| (i % 89) as f32 * 0.01 - 0.4).collect();
+    let b: Vec<f32> = (0..2048 * 1000)
+        .map(|i| (i % 89) as f32 * 0.01 - 0.4)
+        .collect();
     let mut y = vec![0.0; n];
     let arr = |s: &[usize]| {
         let mut a = [0; MAX_RANK];

@@ -142,15 +142,26 @@ pub fn compile_bytes(
         .clone()
         .unwrap_or_else(|| sanitize_name(default_name));
     if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     {
         return Err(Error::Options(format!(
-            "name `{name}` must be non-empty and use only letters, digits, `_` and `-`"
+            "name `{name}` must be a Rust identifier: letters, digits and `_`, not starting with a digit"
         )));
     }
-    let mut graph = load::load_bytes(bytes)?;
+    // Comments in generated code name the source: keep it on one line.
+    let source: String = source
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    let source = source.as_str();
+    let mut graph = load::load_bytes(bytes).map_err(|e| match e {
+        Error::Parse { message, .. } => Error::Parse {
+            path: source.into(),
+            message,
+        },
+        e => e,
+    })?;
     let dims: HashMap<String, Vec<usize>> = opts.input_dims.iter().cloned().collect();
     infer::infer(&mut graph, &dims)?;
     passes::run(&mut graph)?;
@@ -183,6 +194,11 @@ pub fn compile_bytes(
 }
 
 fn sanitize_name(s: &str) -> String {
+    let s = if s.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("m{s}")
+    } else {
+        s.to_owned()
+    };
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' {

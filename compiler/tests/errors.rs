@@ -1348,11 +1348,11 @@ fn bad_alignment() {
     }
 }
 
-/// Module names must be non-empty and use only letters, digits, `_` and `-`.
+/// Module names must be Rust identifiers (they name the generated module).
 #[test]
 fn bad_module_name() {
     let bytes = tiny_classifier(false).bytes();
-    for name in ["", "my model", "a/b", "../up", "naïve"] {
+    for name in ["", "my model", "a/b", "../up", "naïve", "my-model", "1st"] {
         let e = error_opts(
             &bytes,
             &Options {
@@ -1364,8 +1364,8 @@ fn bad_module_name() {
         assert_eq!(
             e.to_string(),
             format!(
-                "invalid option: name `{name}` must be non-empty and use only letters, \
-                 digits, `_` and `-`"
+                "invalid option: name `{name}` must be a Rust identifier: letters, digits \
+                 and `_`, not starting with a digit"
             )
         );
     }

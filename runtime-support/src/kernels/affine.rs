@@ -19,7 +19,11 @@ pub fn channel_affine(p: &ChannelAffine, x: &[f32], scale: &[f32], shift: &[f32]
         for (i, (x, y)) in blocks.enumerate() {
             let c = i % p.c;
             let s = scale[c];
-            y.iter_mut().zip(x).for_each(|(y, &x)| *y = x * s);
+            // A `for` loop, not `for_each`: the latter goes through an out-of-line
+            // `fold` that `vectorize!` cannot reach (see `simd.rs`).
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = x * s;
+            }
             bias_activate(p.activation, shift[c], y);
         }
     });

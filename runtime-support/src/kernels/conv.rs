@@ -19,10 +19,10 @@
 
 use std::ops::Range;
 
-use super::elementwise::{Row, bias_activate};
+use super::elementwise::{bias_activate, gather};
 use super::gemm::{Operand, sgemm};
 use super::simd::vectorize;
-use super::window::{Window, accumulate};
+use super::window::Window;
 use crate::params::{CONV_MAX_BLOCK, Conv2d};
 
 /// Output length of one axis under ONNX `Conv` with explicit pads.
@@ -186,14 +186,11 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
                         row[..lead].fill(0.0);
                         row[lead + n..].fill(0.0);
                         let run = &mut row[lead..lead + n];
-                        match Row::strided(&plane[src..], w.stride, n) {
-                            Row::Dense(s) => run.copy_from_slice(s),
-                            Row::Strided(s, st) => {
-                                for (o, &v) in run.iter_mut().zip(s.iter().step_by(st)) {
-                                    *o = v;
-                                }
-                            }
-                            Row::Splat(_) | Row::Out => unreachable!("stride is positive"),
+                        let src = &plane[src..];
+                        if w.stride == 1 {
+                            run.copy_from_slice(&src[..n]);
+                        } else {
+                            gather(run, &src[..(n - 1) * w.stride + 1], w.stride);
                         }
                     }
                 }
@@ -205,9 +202,8 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
     }
 }
 
-/// Direct depthwise convolution: each output plane starts at its bias, each kernel
-/// tap adds `weight * input` over the runs of outputs it reaches, and the activation
-/// finishes the plane while it is in L1.
+/// Direct depthwise convolution, one output row at a time (see [`depthwise_row`]);
+/// bias and activation finish each row while it is in L1.
 fn depthwise(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
     let win = window(p);
     let taps = p.kernel[0] * p.kernel[1];
@@ -217,12 +213,58 @@ fn depthwise(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f3
         for (i, (x, out)) in planes.enumerate() {
             let c = i % p.c_out;
             let wc = &w[c * taps..][..taps];
-            out.fill(bias.map_or(0.0, |b| b[c]));
-            win.for_each_tap(x, out, |k, out, input| {
-                let wk = wc[k];
-                accumulate(out, input, |o, v| o + wk * v);
-            });
-            bias_activate(p.activation, 0.0, out);
+            for (oh, row) in out.chunks_exact_mut(p.w_out).enumerate() {
+                depthwise_row(&win, x, wc, oh, row);
+                bias_activate(p.activation, bias.map_or(0.0, |b| b[c]), row);
+            }
         }
     });
+}
+
+/// Output positions computed together in registers by [`depthwise_row`].
+const LANES: usize = 8;
+
+/// One output row of a depthwise convolution, without bias.
+///
+/// In the interior, where every tap of the window lies inside the input row, [`LANES`]
+/// outputs are accumulated together over all taps in an array the compiler keeps in
+/// one vector register: one load and one multiply-add per tap, and one store. The few
+/// outputs at the edges, whose windows reach into the padding, sum their valid taps
+/// one by one.
+#[inline(always)]
+fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [f32]) {
+    let (h, w) = (&win.h, &win.w);
+    let rows = h.taps_inside(oh);
+    let in_row = |ki: usize| {
+        let ih = h.input_pos(oh, ki) as usize;
+        &plane[ih * w.in_len..][..w.in_len]
+    };
+    let (first, last) = (w.outputs_for_tap(0), w.outputs_for_tap(w.kernel - 1));
+    let start = first.start.min(w.out_len);
+    let end = start + last.end.saturating_sub(start) / LANES * LANES;
+    for ow in (0..start).chain(end..w.out_len) {
+        let mut sum = 0.0;
+        for ki in rows.clone() {
+            let src = in_row(ki);
+            for kj in w.taps_inside(ow) {
+                sum += wc[ki * w.kernel + kj] * src[w.input_pos(ow, kj) as usize];
+            }
+        }
+        out[ow] = sum;
+    }
+    let span = (LANES - 1) * w.stride + 1;
+    for ow in (start..end).step_by(LANES) {
+        let mut acc = [0.0f32; LANES];
+        for ki in rows.clone() {
+            let src = in_row(ki);
+            for kj in 0..w.kernel {
+                let wk = wc[ki * w.kernel + kj];
+                let from = &src[w.input_pos(ow, kj) as usize..][..span];
+                for (l, a) in acc.iter_mut().enumerate() {
+                    *a += wk * from[l * w.stride];
+                }
+            }
+        }
+        out[ow..ow + LANES].copy_from_slice(&acc);
+    }
 }

@@ -232,10 +232,79 @@ impl<'a> Row<'a> {
             s => Row::Strided(&data[..(n - 1) * s + 1], s),
         }
     }
+
+    /// Elements `start .. start + len` of the run.
+    #[inline(always)]
+    fn sub(self, start: usize, len: usize) -> Self {
+        match self {
+            Row::Dense(s) => Row::Dense(&s[start..start + len]),
+            Row::Strided(s, st) => Row::Strided(&s[start * st..(start + len - 1) * st + 1], st),
+            other => other,
+        }
+    }
+}
+
+/// `dst[i] = src[i * stride]`; `src` holds exactly the elements up to the last one read.
+#[inline(always)]
+pub(crate) fn gather(dst: &mut [f32], src: &[f32], stride: usize) {
+    if stride == 2 {
+        // A constant stride: pairs vectorise as shuffles. The last element read has
+        // no partner.
+        for (d, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *d = pair[0];
+        }
+        if let (Some(d), Some(&v)) = (dst.last_mut(), src.last()) {
+            *d = v;
+        }
+    } else {
+        for (d, chunk) in dst.iter_mut().zip(src.chunks(stride)) {
+            *d = chunk[0];
+        }
+    }
+}
+
+/// Elements gathered at once from a strided input into a stack buffer.
+const GATHER: usize = 64;
+
+/// `y[i] = f(a[i], b[i])` over one run, for every combination of row forms.
+///
+/// Strided inputs are first gathered, [`GATHER`] elements at a time, into a buffer on
+/// the stack, so the loop that applies `f` only ever reads dense or splat runs.
+#[inline(always)]
+pub(crate) fn map_row(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
+    let n = y.len();
+    for r in [a, b] {
+        if let Row::Dense(s) = r {
+            assert_eq!(s.len(), n, "map_row: run lengths differ");
+        }
+    }
+    let strided = |r: Row<'_>| matches!(r, Row::Strided(..));
+    if !strided(a) && !strided(b) {
+        return map_dense(y, a, b, f);
+    }
+    let (mut buf_a, mut buf_b) = ([0.0f32; GATHER], [0.0f32; GATHER]);
+    for start in (0..n).step_by(GATHER) {
+        let len = GATHER.min(n - start);
+        let a = densify(a.sub(start, len), &mut buf_a[..len]);
+        let b = densify(b.sub(start, len), &mut buf_b[..len]);
+        map_dense(&mut y[start..start + len], a, b, &f);
+    }
+}
+
+/// A strided run gathered into `buf` (as long as the run); other forms unchanged.
+#[inline(always)]
+fn densify<'a>(r: Row<'a>, buf: &'a mut [f32]) -> Row<'a> {
+    match r {
+        Row::Strided(s, st) => {
+            gather(buf, s, st);
+            Row::Dense(buf)
+        }
+        other => other,
+    }
 }
 
 /// The per-element read of one [`Row`] form, monomorphised so that the loop over a
-/// dense or splat run has no branches and no bounds checks, and vectorises.
+/// run has no branches and no bounds checks, and vectorises.
 trait Fetch: Copy {
     fn get(self, i: usize, out: f32) -> f32;
 }
@@ -244,8 +313,6 @@ trait Fetch: Copy {
 struct Dense<'a>(&'a [f32]);
 #[derive(Clone, Copy)]
 struct Splat(f32);
-#[derive(Clone, Copy)]
-struct Strided<'a>(&'a [f32], usize);
 #[derive(Clone, Copy)]
 struct Out;
 
@@ -259,12 +326,6 @@ impl Fetch for Splat {
     #[inline(always)]
     fn get(self, _: usize, _: f32) -> f32 {
         self.0
-    }
-}
-impl Fetch for Strided<'_> {
-    #[inline(always)]
-    fn get(self, i: usize, _: f32) -> f32 {
-        self.0[i * self.1]
     }
 }
 impl Fetch for Out {
@@ -288,27 +349,19 @@ macro_rules! with_fetch {
                 let $g = Splat(v);
                 $body
             }
-            Row::Strided(s, stride) => {
-                let $g = Strided(s, stride);
-                $body
-            }
             Row::Out => {
                 let $g = Out;
                 $body
             }
+            Row::Strided(..) => unreachable!("strided runs are gathered first"),
         }
     };
 }
 
-/// `y[i] = f(a[i], b[i])` over one run, for every combination of row forms.
+/// [`map_row`] once no input is strided.
 #[inline(always)]
-pub(crate) fn map_row(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
+fn map_dense(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
     let n = y.len();
-    for r in [a, b] {
-        if let Row::Dense(s) = r {
-            assert_eq!(s.len(), n, "map_row: run lengths differ");
-        }
-    }
     with_fetch!(a, n, |ga| with_fetch!(b, n, |gb| {
         let y = &mut y[..n];
         for (i, v) in y.iter_mut().enumerate() {

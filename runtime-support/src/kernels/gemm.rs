@@ -41,8 +41,12 @@ impl<'a> Operand<'a> {
 /// `c = alpha * a * b`, or `c += alpha * a * b` when `accumulate`, where `a` is `m × k`,
 /// `b` is `k × n` and `c` is `m × n` row-major with rows `ldc` apart.
 ///
-/// faer runs single-threaded here (the caller owns the threading decision) and, after a
-/// one-time thread-local packing buffer, allocates nothing.
+/// faer runs single-threaded here (the caller owns the threading decision). Its x86
+/// backend (private-gemm-x86) packs into a thread-local buffer of twice the L3 size
+/// (64 MiB of address space on a 32 MiB-L3 CPU; only what packing touches becomes
+/// resident), allocated on a thread's first large product and reused afterwards, so
+/// later calls allocate nothing (`tests/no_alloc.rs` checks this). That buffer is
+/// working memory outside the arena, one per thread that runs inference.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sgemm(
     m: usize,
@@ -195,154 +199,4 @@ pub fn matmul(p: &MatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
             false,
         );
     });
-}
-
-#[cfg(test)]
-mod experiment {
-    use super::*;
-    use std::time::Instant;
-
-    #[test]
-    #[ignore]
-    fn transposed_output() {
-        let x: Vec<f32> = (0..4 << 20).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
-        let mut y = vec![0.0; 4 << 20];
-        let mut t = vec![0.0; 1 << 20];
-        let shapes = [
-            (512, 49, 2048),
-            (2048, 49, 512),
-            (512, 49, 4608),
-            (256, 196, 1024),
-            (1024, 196, 256),
-            (256, 196, 2304),
-            (128, 784, 512),
-            (64, 3136, 576),
-        ];
-        for (m, n, k) in shapes {
-            let f = 2.0 * (m * n * k) as f64 * 1e-9;
-            let mut best = [f64::INFINITY; 3];
-            for _ in 0..15 {
-                for (v, b) in best.iter_mut().enumerate() {
-                    let start = Instant::now();
-                    let w = Operand::rows(&x[..m * k], k);
-                    let cols = Operand::rows(&x[..k * n], n);
-                    match v {
-                        0 => sgemm(m, n, k, 1.0, w, cols, &mut y[..m * n], n, false),
-                        _ => {
-                            let wt = Operand { trans: true, ..w };
-                            let ct = Operand {
-                                trans: true,
-                                ..cols
-                            };
-                            sgemm(n, m, k, 1.0, ct, wt, &mut t[..m * n], m, false);
-                            if v == 2 {
-                                for (p, row) in t[..m * n].chunks_exact(m).enumerate() {
-                                    for (c, &val) in row.iter().enumerate() {
-                                        y[c * n + p] = val;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    *b = b.min(start.elapsed().as_secs_f64());
-                }
-            }
-            println!(
-                "{m:5}x{n:5}x{k:5}: row-major Y {:5.1}  Y^T gemm only {:5.1}  Y^T + transpose {:5.1} GFLOP/s",
-                f / best[0],
-                f / best[1],
-                f / best[2]
-            );
-        }
-    }
-
-    #[test]
-    #[ignore]
-    fn blocked_n() {
-        let x: Vec<f32> = (0..4 << 20).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
-        let mut y = vec![0.0; 4 << 20];
-        let mut scratch = vec![0.0; 1 << 20];
-        let shapes = [
-            (64, 3136, 64),
-            (64, 3136, 256),
-            (256, 3136, 64),
-            (128, 784, 512),
-            (512, 784, 128),
-            (256, 196, 1024),
-            (1024, 196, 256),
-            (512, 49, 2048),
-            (2048, 49, 512),
-            (64, 3136, 576),
-            (128, 784, 1152),
-            (256, 196, 2304),
-            (64, 12544, 147),
-        ];
-        for (m, n, k) in shapes {
-            let f = 2.0 * (m * n * k) as f64 * 1e-9;
-            let mut best = [f64::INFINITY; 4];
-            for _ in 0..15 {
-                for (v, b) in best.iter_mut().enumerate() {
-                    let t = Instant::now();
-                    match v {
-                        0 => sgemm(
-                            m,
-                            n,
-                            k,
-                            1.0,
-                            Operand::rows(&x[..m * k], k),
-                            Operand::rows(&x[..k * n], n),
-                            &mut y[..m * n],
-                            n,
-                            false,
-                        ),
-                        _ => {
-                            let nb = if v == 3 { 96 } else { 48 };
-                            let count = (n / nb).max(1);
-                            for i in 0..count {
-                                let j = i * nb;
-                                let w = if i + 1 == count { n - j } else { nb };
-                                if v == 1 {
-                                    sgemm(
-                                        m,
-                                        w,
-                                        k,
-                                        1.0,
-                                        Operand::rows(&x[..m * k], k),
-                                        Operand::rows(&x[j..j + (k - 1) * n + w], n),
-                                        &mut y[j..],
-                                        n,
-                                        false,
-                                    );
-                                } else {
-                                    for (r, dst) in scratch[..k * w].chunks_exact_mut(w).enumerate()
-                                    {
-                                        dst.copy_from_slice(&x[r * n + j..][..w]);
-                                    }
-                                    sgemm(
-                                        m,
-                                        w,
-                                        k,
-                                        1.0,
-                                        Operand::rows(&x[..m * k], k),
-                                        Operand::rows(&scratch[..k * w], w),
-                                        &mut y[j..],
-                                        n,
-                                        false,
-                                    );
-                                }
-                            }
-                        }
-                    }
-                    *b = b.min(t.elapsed().as_secs_f64());
-                }
-            }
-            println!(
-                "{m:5}x{n:5}x{k:5}: whole {:5.1}  strided48 {:5.1}  copied48 {:5.1}  copied96 {:5.1} GFLOP/s",
-                f / best[0],
-                f / best[1],
-                f / best[2],
-                f / best[3]
-            );
-        }
-    }
 }

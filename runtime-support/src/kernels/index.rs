@@ -99,7 +99,8 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> [usize; MAX_RANK] {
 }
 
 /// Number of elements an operand with `strides` over `shape` spans: its length when
-/// it is a contiguous tensor broadcast (stride 0) along some dimensions.
+/// it is a contiguous tensor broadcast (stride 0) along some dimensions. `shape` must
+/// not be empty (no zero dimension); callers return early for empty outputs.
 pub(crate) fn extent(shape: &[usize], strides: &[usize]) -> usize {
     1 + shape
         .iter()

@@ -34,7 +34,7 @@ const TILE: usize = 32;
 ///
 /// After merging axes that stay adjacent, an innermost axis that is contiguous in the
 /// input is copied as whole runs; otherwise the last two output axes are walked in
-/// [`TILE`]-square tiles so that both the reads and the writes reuse cache lines.
+/// 32-element-square tiles so that both the reads and the writes reuse cache lines.
 pub fn transpose(p: &Transpose, x: &[f32], y: &mut [f32]) {
     let rank = p.rank;
     assert!(rank <= MAX_RANK, "transpose: rank {rank}");

@@ -11,6 +11,7 @@
 //! - `gemm`: Gemm, MatMul and the single faer call every product goes through;
 //! - `elementwise`: unary and broadcasting binary ops, the fused bias/activation stage;
 //! - `pool`: MaxPool/AveragePool and ReduceMean; `norm`: BatchNorm, LRN, Softmax;
+//! - `affine`: per-channel scale and shift with a fused activation (folded BatchNorm);
 //! - `layout`: Concat, Transpose, copy;
 //! - helpers: `index` (shape simplification and odometers), `window` (sliding-window
 //!   geometry), `simd` (running loops with AVX2/FMA, vectorisable `exp`).

@@ -81,7 +81,7 @@ pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
 /// apart, numerically stable (the row maximum is subtracted before `exp`).
 ///
 /// With `inner == 1` each row is contiguous and is reduced along itself; otherwise the
-/// `inner` independent rows are processed side by side in blocks of [`LANES`] columns,
+/// `inner` independent rows are processed side by side in blocks of 64 columns,
 /// so every loop still runs over contiguous memory.
 pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), p.outer * p.len * p.inner, "softmax: X");

@@ -11,7 +11,9 @@
 //! function: the macro marks the closure `#[inline(always)]` (without it LLVM keeps a
 //! large closure out of line, compiled for the baseline, and e.g. `sigmoid` ran 15×
 //! slower), and everything the block calls in its hot loops must be
-//! `#[inline(always)]` too.
+//! `#[inline(always)]` too. That includes iterator plumbing: write hot loops as `for`
+//! loops, since `for_each`, `fold` and `sum` run through std's out-of-line `fold`
+//! implementations, compiled for the baseline.
 //!
 //! The scalar math helpers below ([`exp`], [`sum`]) are written branch-free so that
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and
@@ -62,8 +64,12 @@ pub(crate) fn exp(x: f32) -> f32 {
     p = p * r + 0.5;
     p = p * r * r + r + 1.0;
     // n is in [-126, 128]; 2^128 is not a float, so the top case is 2^127 * 2.
+    // 2^n from its biased exponent n + 127, without a float-to-int conversion (whose
+    // saturating form does not vectorise): adding 2^23 puts the integer n + 127 in the
+    // low mantissa bits, and the shift moves it into the exponent field.
     let n_lo = n.min(127.0);
-    let scale = f32::from_bits(((n_lo as i32 + 127) as u32) << 23);
+    let biased = (n_lo + 127.0 + 8_388_608.0).to_bits();
+    let scale = f32::from_bits(biased << 23);
     let y = p * scale * (n - n_lo + 1.0);
     if x > HI {
         f32::INFINITY

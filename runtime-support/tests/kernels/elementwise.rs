@@ -190,6 +190,25 @@ fn binary_strided_operands() {
         12,
         9,
     );
+    // Runs longer than the 64-element gather buffer, strides 2 and 3, on either side.
+    check_binary(
+        &broadcast(&[2, 130], [1, 2, 0, 0, 0, 0], [130, 1, 0, 0, 0, 0]),
+        260,
+        260,
+        11,
+    );
+    check_binary(
+        &broadcast(&[3, 100], [100, 1, 0, 0, 0, 0], [1, 3, 0, 0, 0, 0]),
+        300,
+        300,
+        12,
+    );
+    check_binary(
+        &broadcast(&[3, 100], [1, 3, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]),
+        300,
+        1,
+        13,
+    );
     check_binary(
         &broadcast(&[5, 2], [1, 5, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]),
         10,

@@ -31,6 +31,15 @@ pub struct Options {
     pub weights: WeightsMode,
     /// Path of the runtime crate in generated code.
     pub runtime_path: String,
+    /// Where the generated code's `include_bytes!` finds the weights. `None` (the
+    /// default): `NAME.weights.bin` beside the generated `.rs` file, as
+    /// [`Compiled::write_to`] writes it. `Some(dir)` (an absolute directory): the file is
+    /// `dir/NAME-HASH.weights.bin`, named by a hash of its content and included by
+    /// absolute path. `include_model!` needs this: a macro expansion has no file beside
+    /// it, and a content-addressed name lets parallel builds share one file and never
+    /// overwrite a blob another build is reading. The caller writes the file
+    /// ([`Compiled::weights`] to `dir.join(`[`Compiled::weights_file_name`]`())`).
+    pub weights_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -42,6 +51,7 @@ impl Default for Options {
             target: Target::Cpu,
             weights: WeightsMode::Embed,
             runtime_path: "::kiln_runtime".into(),
+            weights_dir: None,
         }
     }
 }
@@ -54,6 +64,9 @@ pub struct Compiled {
     pub code: String,
     /// The weights file's bytes (little-endian `f32`).
     pub weights: Vec<u8>,
+    /// The weights file's name: `NAME.weights.bin`, or `NAME-HASH.weights.bin` with
+    /// [`Options::weights_dir`].
+    pub weights_file: String,
     pub program: Program,
     pub plan_input: PlanInput,
     pub plan: MemoryPlan,
@@ -65,7 +78,7 @@ impl Compiled {
     }
 
     pub fn weights_file_name(&self) -> String {
-        format!("{}.weights.bin", self.name)
+        self.weights_file.clone()
     }
 
     /// Writes `NAME.rs` and `NAME.weights.bin` into `dir`, each only if its content
@@ -168,29 +181,80 @@ pub fn compile_bytes(
     let program = lower::lower(&graph)?;
     let plan_input = plan_input(&program, opts.alignment);
     let plan = plan::plan(&plan_input)?;
+    let weights: Vec<u8> = program
+        .weights
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let (weights_file, weights_include) = match &opts.weights_dir {
+        None => {
+            let file = format!("{name}.weights.bin");
+            (file.clone(), file)
+        }
+        Some(dir) => {
+            let file = format!("{name}-{:016x}.weights.bin", content_hash(&weights));
+            let path = dir.join(&file);
+            if !path.is_absolute() {
+                return Err(Error::Options(format!(
+                    "weights directory {} must be an absolute path",
+                    dir.display()
+                )));
+            }
+            let include = path.to_str().map(str::to_owned).ok_or_else(|| {
+                Error::Options(format!(
+                    "weights directory {} is not valid UTF-8, so include_bytes! cannot name it",
+                    dir.display()
+                ))
+            })?;
+            (file, include)
+        }
+    };
     let cg = CodegenOptions {
         runtime_path: opts.runtime_path.clone(),
         weights: opts.weights,
-        weights_file: format!("{name}.weights.bin"),
+        weights_file: weights_include,
         source: source.to_owned(),
         steps_per_fn: 128,
     };
     let code = match opts.target {
         Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
     };
-    let weights = program
-        .weights
-        .iter()
-        .flat_map(|w| w.to_le_bytes())
-        .collect();
     Ok(Compiled {
         name,
         code,
         weights,
+        weights_file,
         program,
         plan_input,
         plan,
     })
+}
+
+/// A 64-bit hash naming a content-addressed weights file: a multiply-xorshift over
+/// 8-byte words with murmur3's finaliser. Written out here so a name does not change
+/// with the toolchain (std's `DefaultHasher` may), and cheap enough for 100 MB in an
+/// unoptimised proc macro. Not collision-resistant against an adversary; nothing
+/// here needs that.
+fn content_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(K);
+        h ^ (h >> 32)
+    };
+    let mut h = bytes.len() as u64;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h = mix(h, u64::from_le_bytes(w.try_into().expect("chunks of 8")));
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = mix(h, u64::from_le_bytes(tail));
+    // murmur3's fmix64: every input bit reaches every output bit.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 fn sanitize_name(s: &str) -> String {

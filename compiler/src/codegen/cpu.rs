@@ -177,7 +177,8 @@ impl<'a> Emitter<'a> {
             pub const ARENA_BYTES: usize = #arena_bytes;
             /// Bytes in the weights file.
             pub const WEIGHTS_BYTES: usize = #weights_bytes;
-            /// Name of the weights file written beside this module.
+            /// The weights file: its name beside this module's source, or the absolute
+            /// path `include_model!` wrote it to.
             pub const WEIGHTS_FILE: &str = #weights_file;
             pub const N_INPUTS: usize = #n_in;
             pub const N_OUTPUTS: usize = #n_out;

@@ -21,7 +21,8 @@ pub struct CodegenOptions {
     /// Path of the runtime crate in generated code, e.g. `::kiln_runtime`.
     pub runtime_path: String,
     pub weights: WeightsMode,
-    /// File name of the weights blob, next to the generated `.rs` file.
+    /// The weights blob as `include_bytes!` names it: a file name beside the generated
+    /// `.rs` file, or an absolute path (`Options::weights_dir`, for `include_model!`).
     pub weights_file: String,
     /// Name of the source model, for the header comment.
     pub source: String,

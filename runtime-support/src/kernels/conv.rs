@@ -241,8 +241,12 @@ fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [
     };
     let (first, last) = (w.outputs_for_tap(0), w.outputs_for_tap(w.kernel - 1));
     let start = first.start.min(w.out_len);
-    let end = start + last.end.saturating_sub(start) / LANES * LANES;
-    for ow in (0..start).chain(end..w.out_len) {
+    let end = last.end.max(start);
+    // The interior in blocks of LANES; a last partial block is computed as a full
+    // block ending at `end`, overlapping the one before it.
+    let blocked = end - start >= LANES;
+    let scalar_end = if blocked { end } else { start };
+    for ow in (0..start).chain(scalar_end..w.out_len) {
         let mut sum = 0.0;
         for ki in rows.clone() {
             let src = in_row(ki);
@@ -252,19 +256,63 @@ fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [
         }
         out[ow] = sum;
     }
-    let span = (LANES - 1) * w.stride + 1;
-    for ow in (start..end).step_by(LANES) {
+    // The interior, with the lane loads specialised for the common strides so that
+    // stride 1 is one unaligned vector load.
+    if !blocked {
+        return;
+    }
+    let interior = (win, plane, wc, oh, start..end, out);
+    match w.stride {
+        1 => depthwise_interior(interior, lanes::<1>),
+        2 => depthwise_interior(interior, lanes::<2>),
+        s => depthwise_interior(interior, |src: &[f32], at: usize| {
+            std::array::from_fn(|l| src[at + l * s])
+        }),
+    }
+}
+
+/// The operands of [`depthwise_interior`]: window, input plane, channel weights,
+/// output row index, interior columns, output row.
+type Interior<'a> = (
+    &'a Window,
+    &'a [f32],
+    &'a [f32],
+    usize,
+    Range<usize>,
+    &'a mut [f32],
+);
+
+/// The interior of [`depthwise_row`] (at least [`LANES`] columns), [`LANES`] outputs at
+/// a time; `load` reads the lanes of one tap from an input row at an offset.
+#[inline(always)]
+fn depthwise_interior(
+    (win, plane, wc, oh, cols, out): Interior<'_>,
+    load: impl Fn(&[f32], usize) -> [f32; LANES],
+) {
+    let (h, w) = (&win.h, &win.w);
+    let rows = h.taps_inside(oh);
+    let last_block = cols.end - LANES;
+    let blocks = cols.clone().step_by(LANES).map(|ow| ow.min(last_block));
+    for ow in blocks {
         let mut acc = [0.0f32; LANES];
         for ki in rows.clone() {
-            let src = in_row(ki);
+            let ih = h.input_pos(oh, ki) as usize;
+            let src = &plane[ih * w.in_len..][..w.in_len];
             for kj in 0..w.kernel {
                 let wk = wc[ki * w.kernel + kj];
-                let from = &src[w.input_pos(ow, kj) as usize..][..span];
-                for (l, a) in acc.iter_mut().enumerate() {
-                    *a += wk * from[l * w.stride];
+                let v = load(src, w.input_pos(ow, kj) as usize);
+                for (a, v) in acc.iter_mut().zip(v) {
+                    *a += wk * v;
                 }
             }
         }
         out[ow..ow + LANES].copy_from_slice(&acc);
     }
+}
+
+/// [`LANES`] elements of `src` from `at`, `S` apart.
+#[inline(always)]
+fn lanes<const S: usize>(src: &[f32], at: usize) -> [f32; LANES] {
+    let from = &src[at..at + (LANES - 1) * S + 1];
+    std::array::from_fn(|l| from[l * S])
 }

@@ -30,11 +30,21 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
             match p.kind {
                 PoolKind::Max => {
                     out.fill(f32::NEG_INFINITY);
-                    win.for_each_tap(x, out, |_, out, input| accumulate(out, input, f32::max));
+                    win.for_each_tap(
+                        x,
+                        out,
+                        #[inline(always)]
+                        |_, out, input| accumulate(out, input, f32::max),
+                    );
                 }
                 PoolKind::Average { count_include_pad } => {
                     out.fill(0.0);
-                    win.for_each_tap(x, out, |_, out, input| accumulate(out, input, |o, v| o + v));
+                    win.for_each_tap(
+                        x,
+                        out,
+                        #[inline(always)]
+                        |_, out, input| accumulate(out, input, |o, v| o + v),
+                    );
                     divide_by_count(&win, count_include_pad, out);
                 }
             }

@@ -198,6 +198,19 @@ fn depthwise() {
         params(1, 2, [4, 4], 2, [2, 2], [3, 3], [1, 1], [0; 4], 2),
         18,
     );
+    // Rows wide enough for several 8-output register blocks, plus edges.
+    check(
+        params(2, 3, [6, 41], 3, [3, 3], [1, 1], [1, 1], [1; 4], 3),
+        34,
+    );
+    check(
+        params(1, 3, [7, 53], 3, [3, 5], [2, 2], [1, 2], [1, 3, 0, 2], 3),
+        35,
+    );
+    check(
+        params(1, 2, [5, 30], 2, [1, 7], [1, 3], [1, 1], [0, 0, 0, 6], 2),
+        36,
+    );
 }
 
 #[test]

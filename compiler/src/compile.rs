@@ -257,6 +257,16 @@ fn content_hash(bytes: &[u8]) -> u64 {
     h ^ (h >> 33)
 }
 
+/// The module name a compile of the model at `path` gets when `Options::name` is unset:
+/// the file stem, made an identifier. `include_model!` names its error stub with it.
+pub fn default_name(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    sanitize_name(&stem)
+}
+
 fn sanitize_name(s: &str) -> String {
     let s = if s.starts_with(|c: char| c.is_ascii_digit()) {
         format!("m{s}")

@@ -241,3 +241,75 @@ fn usage_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("MODEL.onnx"), "{}", stderr(&o));
 }
+
+/// `kiln run` compiles the model into a cached crate, builds it with cargo, runs it on
+/// `.npy` data and writes each output as `.npy`; a second call with the same model and
+/// options reuses the build (the executable is not rebuilt).
+#[test]
+fn run_builds_runs_and_reuses_the_build() {
+    let dir = TempDir::new("run");
+    let model = write_model(dir.path(), true);
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-run-cache");
+    let input: Vec<f32> = (0..2 * 3 * 8 * 8)
+        .map(|i| (i % 17) as f32 / 17.0 - 0.5)
+        .collect();
+    let data = dir.join("x.npy");
+    std::fs::write(&data, kiln_compiler::npy::to_bytes(&[2, 3, 8, 8], &input)).unwrap();
+    let out = dir.join("out");
+    let data_arg = format!("x={}", s(&data));
+    let args = [
+        "run",
+        s(&model),
+        "--input",
+        "x=2x3x8x8",
+        "--data",
+        &data_arg,
+        "--out",
+        s(&out),
+        "--runs",
+        "3",
+    ];
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .env("KILN_CACHE_DIR", &cache)
+            .output()
+            .expect("running kiln")
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    let text = stdout(&first);
+    assert!(text.contains("output prob [2, "), "{text}");
+    assert!(text.contains("latency: median"), "{text}");
+    let prob = kiln_compiler::npy::read(&out.join("prob.npy")).unwrap();
+    assert_eq!(prob.shape[0], 2);
+    // Softmax rows sum to one: the run really computed something.
+    for row in prob.data.chunks(prob.shape[1]) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+    }
+
+    let exe = std::fs::read_dir(cache.join("target/release"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| {
+            e.file_name().to_string_lossy().starts_with("kiln-run-")
+                && e.path().extension().is_none()
+        })
+        .expect("the built driver")
+        .path();
+    let built = std::fs::metadata(&exe).unwrap().modified().unwrap();
+    let second = run();
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(
+        std::fs::metadata(&exe).unwrap().modified().unwrap(),
+        built,
+        "rebuilt"
+    );
+    let again = kiln_compiler::npy::read(&out.join("prob.npy")).unwrap();
+    assert_eq!(again, prob, "same inputs, same outputs");
+}

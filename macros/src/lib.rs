@@ -1,2 +1,74 @@
-//! Placeholder for `include_model!` (issue 3): the macro will be a thin shell over
-//! `kiln_compiler::compile`, like every other front door.
+//! `include_model!`: compile an ONNX model into the calling crate at build time.
+//!
+//! A thin shell over [`kiln_compiler::compile`], the entry point the `kiln` CLI and the
+//! build.rs `Builder` share, so the three can never disagree.
+//!
+//! ```ignore
+//! kiln_macros::include_model!("models/tiny_cnn.onnx", name = tiny, input("x" = [1, 3, 16, 16]));
+//!
+//! let model = tiny::Model::new()?;        // weights embedded in the binary
+//! let mut ctx = tiny::Context::new();     // the arena, allocated once
+//! let out = model.run(&mut ctx, tiny::Inputs { x: &image })?;
+//! ```
+//!
+//! # Syntax
+//!
+//! ```text
+//! include_model!("PATH.onnx" [, ARGUMENT]* [,])
+//!
+//! ARGUMENT:
+//!     name = IDENT                     module name (default: the file stem, made an identifier)
+//!     input("NAME" = [D0, D1, ...])    full shape of an input; required for symbolic dims;
+//!                                      repeat for several inputs
+//!     alignment = BYTES                arena offset alignment (default 256; a power of two, 4..=256)
+//!     weights = embed | runtime        embed (default): in the binary, `Model::new()`;
+//!                                      runtime: `Model::load(path)` reads a weights file
+//!     target = cpu                     code generation target (the only one today)
+//!     runtime = PATH                   the kiln-runtime crate's path in the generated code
+//!                                      (default `::kiln_runtime`)
+//! ```
+//!
+//! `PATH` is relative to the calling crate's directory (`CARGO_MANIFEST_DIR`); absolute
+//! paths are rejected so the crate builds wherever it is checked out.
+//!
+//! # What it expands to
+//!
+//! `pub mod NAME { ... }` holding the same items as a module written by the CLI or the
+//! build.rs `Builder` (`Model`, `Context`, `Inputs`, `Outputs`, `ARENA_BYTES`, ...). The
+//! generated code calls the runtime crate, so **the calling crate must depend on
+//! `kiln-runtime`** (a proc-macro crate cannot re-export it), or name a re-export of it
+//! with `runtime = ...`.
+//!
+//! # Weights and rebuilds
+//!
+//! Weights never become tokens (a 100 MB model would be millions of them): the blob is
+//! written to `$KILN_WEIGHTS_DIR`, or else `<temp dir>/kiln-weights/`, as
+//! `NAME-HASH.weights.bin`, named by a hash of its content, and the generated code
+//! embeds it with `include_bytes!` by absolute path. The expansion also
+//! `include_bytes!`s the model itself into an unused constant, so cargo rebuilds the
+//! crate when the model changes; if the blob is deleted (a cleaned temp dir), cargo sees
+//! a missing dependency, rebuilds, and the macro writes it again. With
+//! `weights = runtime`, `NAME::WEIGHTS_FILE` is the blob's absolute path: copy it to
+//! wherever the program will load it from.
+//!
+//! Blobs of models that changed are not deleted; they are as large as the models.
+//! The macro runs the whole compiler inside rustc: for large models, an optimised proc
+//! macro builds faster (`[profile.dev.build-override] opt-level = 3`, same for release).
+//!
+//! # Errors
+//!
+//! Every failure is a compile error at the path literal or at the argument it is about,
+//! with the message the CLI prints: a missing file, a file that is not an ONNX model,
+//! unsupported operators, a symbolic dim with no `input(...)`, a bad argument. The module
+//! is still declared, as a stub, so the rest of the crate adds no errors of its own.
+
+mod args;
+mod expand;
+
+/// Compiles an ONNX model into a module of the calling crate; see the crate docs for the
+/// syntax.
+#[proc_macro]
+pub fn include_model(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    let args = syn::parse_macro_input!(input as args::Args);
+    expand::expand(args).into()
+}

@@ -1,0 +1,248 @@
+//! Parsing `include_model!`'s arguments.
+//!
+//! The model path comes first; every other argument is parsed on its own, so several
+//! bad arguments are all reported at once and a bad argument does not hide the module
+//! name the stub needs (see `expand::stub`).
+
+use kiln_compiler::{Target, WeightsMode};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Ident, LitInt, LitStr, Token, bracketed};
+
+/// The arguments, as far as they parsed. `errors` holds every argument that did not.
+pub struct Args {
+    pub path: LitStr,
+    pub name: Option<Ident>,
+    pub inputs: Vec<InputArg>,
+    pub alignment: Option<(usize, Span)>,
+    pub weights: Option<WeightsMode>,
+    pub target: Option<Target>,
+    /// The runtime crate's path, as written (`::kiln_runtime` by default).
+    pub runtime: Option<syn::Path>,
+    pub errors: Option<syn::Error>,
+}
+
+/// `input("data" = [1, 3, 224, 224])`.
+pub struct InputArg {
+    pub name: String,
+    pub dims: Vec<usize>,
+    /// The whole argument, for errors Kiln reports about this input.
+    pub span: Span,
+}
+
+const ARGUMENTS: &str = "`name`, `input`, `alignment`, `weights`, `target` or `runtime`";
+
+const USAGE: &str = "expected the model's path as a string literal, relative to the crate's \
+                     directory: include_model!(\"models/model.onnx\")";
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.is_empty() {
+            return Err(input.error(USAGE));
+        }
+        let path: LitStr = input
+            .parse()
+            .map_err(|e| syn::Error::new(e.span(), USAGE))?;
+        let mut args = Args {
+            path,
+            name: None,
+            inputs: Vec::new(),
+            alignment: None,
+            weights: None,
+            target: None,
+            runtime: None,
+            errors: None,
+        };
+        while !input.is_empty() {
+            input.parse::<Token![,]>()?;
+            if input.is_empty() {
+                break; // a trailing comma
+            }
+            let raw: RawArg = input.parse()?;
+            if let Err(e) = args.apply(raw) {
+                match &mut args.errors {
+                    Some(errors) => errors.combine(e),
+                    None => args.errors = Some(e),
+                }
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// `key = value tokens` or `key(group)`, up to the next top-level comma.
+struct RawArg {
+    key: Ident,
+    /// `Some` for `key(...)`.
+    parens: Option<TokenStream>,
+    eq: bool,
+    value: TokenStream,
+}
+
+impl Parse for RawArg {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let key: Ident = input
+            .call(syn::ext::IdentExt::parse_any)
+            .map_err(|e| syn::Error::new(e.span(), format!("expected an argument: {ARGUMENTS}")))?;
+        let mut raw = RawArg {
+            key,
+            parens: None,
+            eq: false,
+            value: TokenStream::new(),
+        };
+        if input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            raw.parens = Some(content.parse()?);
+        } else if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            raw.eq = true;
+        }
+        while !input.is_empty() && !input.peek(Token![,]) {
+            raw.value.extend([input.parse::<TokenTree>()?]);
+        }
+        Ok(raw)
+    }
+}
+
+impl RawArg {
+    /// The whole argument's span, for errors about it.
+    fn span(&self) -> Span {
+        let mut tokens = self.key.to_token_stream();
+        if let Some(p) = &self.parens {
+            tokens.extend(p.clone());
+        }
+        tokens.extend(self.value.clone());
+        tokens.span()
+    }
+
+    /// The value of `key = value`, parsed as `T`; `what` says what was expected.
+    fn value<T: Parse>(&self, what: &str) -> syn::Result<T> {
+        let key = &self.key;
+        if !self.eq || self.parens.is_some() || self.value.is_empty() {
+            return Err(syn::Error::new(
+                self.span(),
+                format!("expected `{key} = ...`: {what}"),
+            ));
+        }
+        syn::parse2(self.value.clone())
+            .map_err(|_| syn::Error::new(self.value.span(), format!("`{key}`: {what}")))
+    }
+}
+
+impl Args {
+    fn apply(&mut self, raw: RawArg) -> syn::Result<()> {
+        let key = raw.key.to_string();
+        let twice = || syn::Error::new(raw.key.span(), format!("`{key}` is given twice"));
+        match key.as_str() {
+            "name" => {
+                if self.name.is_some() {
+                    return Err(twice());
+                }
+                let ident: Ident = raw
+                    .value("expected the generated module's name, an identifier: name = resnet")?;
+                self.name = Some(ident);
+            }
+            "input" => {
+                let input = parse_input(&raw)?;
+                if self.inputs.iter().any(|i| i.name == input.name) {
+                    return Err(syn::Error::new(
+                        input.span,
+                        format!("input `{}` is given twice", input.name),
+                    ));
+                }
+                self.inputs.push(input);
+            }
+            "alignment" => {
+                if self.alignment.is_some() {
+                    return Err(twice());
+                }
+                let lit: LitInt =
+                    raw.value("expected the arena alignment in bytes: alignment = 64")?;
+                let bytes = lit.base10_parse::<usize>().map_err(|_| {
+                    syn::Error::new(
+                        lit.span(),
+                        "`alignment`: expected the arena alignment in bytes: alignment = 64",
+                    )
+                })?;
+                self.alignment = Some((bytes, lit.span()));
+            }
+            "weights" => {
+                if self.weights.is_some() {
+                    return Err(twice());
+                }
+                const WHAT: &str = "expected `embed` (the default: in the binary, Model::new()) \
+                                    or `runtime` (read from a file, Model::load(path))";
+                let mode: Ident = raw.value(WHAT)?;
+                self.weights = Some(match mode.to_string().as_str() {
+                    "embed" => WeightsMode::Embed,
+                    "runtime" => WeightsMode::File,
+                    _ => return Err(syn::Error::new(mode.span(), format!("`weights`: {WHAT}"))),
+                });
+            }
+            "target" => {
+                if self.target.is_some() {
+                    return Err(twice());
+                }
+                const WHAT: &str = "expected a code generation target: `cpu` (the only one today)";
+                let target: Ident = raw.value(WHAT)?;
+                self.target = Some(match target.to_string().as_str() {
+                    "cpu" => Target::Cpu,
+                    t => {
+                        return Err(syn::Error::new(
+                            target.span(),
+                            format!("`target`: unknown target `{t}`; {WHAT}"),
+                        ));
+                    }
+                });
+            }
+            "runtime" => {
+                if self.runtime.is_some() {
+                    return Err(twice());
+                }
+                let path: syn::Path = raw.value(
+                    "expected the path of the kiln-runtime crate (or a re-export of it): \
+                     runtime = ::kiln_runtime",
+                )?;
+                self.runtime = Some(path);
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    raw.key.span(),
+                    format!("unknown argument `{key}`; expected {ARGUMENTS}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+const INPUT_USAGE: &str =
+    "expected an input's name and full shape: input(\"data\" = [1, 3, 224, 224])";
+
+/// `input("data" = [1, 3, 224, 224])`.
+fn parse_input(raw: &RawArg) -> syn::Result<InputArg> {
+    let span = raw.span();
+    let (Some(content), true) = (&raw.parens, raw.value.is_empty()) else {
+        return Err(syn::Error::new(span, INPUT_USAGE));
+    };
+    let (name, dims) = syn::parse::Parser::parse2(
+        |input: ParseStream| {
+            let name: LitStr = input.parse()?;
+            input.parse::<Token![=]>()?;
+            let dims;
+            bracketed!(dims in input);
+            let dims = dims.parse_terminated(LitInt::parse, Token![,])?;
+            let dims = dims
+                .iter()
+                .map(|d| d.base10_parse::<usize>())
+                .collect::<syn::Result<Vec<_>>>()?;
+            Ok((name.value(), dims))
+        },
+        content.clone(),
+    )
+    .map_err(|_| syn::Error::new(span, INPUT_USAGE))?;
+    Ok(InputArg { name, dims, span })
+}

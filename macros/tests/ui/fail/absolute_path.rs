@@ -1,0 +1,3 @@
+kiln_macros::include_model!("/models/tiny.onnx");
+
+fn main() {}

@@ -1,0 +1,3 @@
+kiln_macros::include_model!("tests/fixtures/not_onnx.onnx");
+
+fn main() {}

@@ -94,9 +94,16 @@ impl Compiled {
         Ok(code)
     }
 
-    /// The plan report as text (seed 000's report).
+    /// The plan report as text (seed 000's report), with what lies outside the arena.
     pub fn report(&self) -> String {
-        plan::report::text_report(&self.plan_input, &self.plan)
+        let mut r = plan::report::text_report(&self.plan_input, &self.plan);
+        r.push_str(&format!(
+            "\nOutside the arena: weights {} B (read-only, shared by every context); the GEMM \
+             crate's packing buffer, allocated once per thread on its first large product \
+             (faer sizes it from the cache, about 2 x L3) and reused by every later call.\n",
+            self.weights.len()
+        ));
+        r
     }
 }
 

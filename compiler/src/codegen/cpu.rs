@@ -180,7 +180,9 @@ impl<'a> Emitter<'a> {
             /// The weights file: its name beside this module's source, or the absolute
             /// path `include_model!` wrote it to.
             pub const WEIGHTS_FILE: &str = #weights_file;
+            /// Number of model inputs.
             pub const N_INPUTS: usize = #n_in;
+            /// Number of model outputs.
             pub const N_OUTPUTS: usize = #n_out;
             /// The caller's inputs, in the order `run_bytes` takes them.
             pub const INPUTS: [#rt::TensorInfo; N_INPUTS] = [#(#input_infos),*];

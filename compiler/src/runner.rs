@@ -37,6 +37,9 @@ pub struct RunArgs {
     /// Arena offset alignment in bytes.
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     pub alignment: usize,
+    /// Also time every step and print the slowest nodes and the time per operator.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// Path of the runtime crate's sources, for the generated crate's dependency.
@@ -175,6 +178,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         .arg(args.runs.to_string())
         .arg(&out_dir)
         .args(&input_files)
+        .env("KILN_PROFILE", if args.profile { "1" } else { "" })
         .output()
         .map_err(|e| Error::Options(format!("could not start {}: {e}", exe.display())))?;
     if !output.status.success() {
@@ -231,6 +235,9 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             println!("  wrote {}", path.display());
         }
     }
+    if args.profile {
+        print_profile(&stdout, &compiled, args.runs.max(1));
+    }
     if let Some(median) = times.get(times.len() / 2) {
         println!(
             "latency: median {median:.3} ms over {} runs (min {:.3} ms), single thread",
@@ -239,6 +246,59 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         );
     }
     Ok(())
+}
+
+/// Prints the slowest steps and the time per operator type from the driver's
+/// `step_s INDEX SECONDS` lines (sums over all timed runs).
+fn print_profile(stdout: &str, compiled: &crate::Compiled, runs: usize) {
+    let steps = &compiled.program.steps;
+    let mut per_step = vec![0.0f64; steps.len()];
+    for line in stdout.lines() {
+        let mut it = line.split_whitespace();
+        if it.next() != Some("step_s") {
+            continue;
+        }
+        if let (Some(Ok(i)), Some(Ok(t))) = (
+            it.next().map(str::parse::<usize>),
+            it.next().map(str::parse::<f64>),
+        ) && i < per_step.len()
+        {
+            per_step[i] = t;
+        }
+    }
+    let total: f64 = per_step.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+    let ms = |t: f64| t * 1e3 / runs as f64;
+    let mut by_op: Vec<(&str, f64, usize)> = Vec::new();
+    for (s, &t) in steps.iter().zip(&per_step) {
+        match by_op.iter_mut().find(|(op, ..)| *op == s.op_type) {
+            Some(e) => {
+                e.1 += t;
+                e.2 += 1;
+            }
+            None => by_op.push((s.op_type, t, 1)),
+        }
+    }
+    by_op.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("time per operator (ms per run):");
+    for (op, t, n) in &by_op {
+        println!(
+            "  {op:<20} {:>9.3} ms  {:>5.1}%  {n} steps",
+            ms(*t),
+            100.0 * t / total
+        );
+    }
+    let mut order: Vec<usize> = (0..steps.len()).collect();
+    order.sort_by(|&a, &b| per_step[b].total_cmp(&per_step[a]));
+    println!("slowest steps (ms per run):");
+    for &i in order.iter().take(10) {
+        println!(
+            "  {:>4}  {:<32} {:<18} {:>9.3} ms",
+            i,
+            steps[i].node,
+            steps[i].op_type,
+            ms(per_step[i])
+        );
+    }
 }
 
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
@@ -330,6 +390,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         model.run_bytes(&mut ctx, &views)?;
         println!("run_ms {}", t.elapsed().as_secs_f64() * 1e3);
+    }
+    if std::env::var("KILN_PROFILE").is_ok_and(|v| v == "1") {
+        let mut times = [0.0f64; model::N_STEPS];
+        for _ in 0..runs {
+            model.run_bytes_profiled(&mut ctx, &views, &mut times)?;
+        }
+        for (i, t) in times.iter().enumerate() {
+            println!("step_s {i} {t}");
+        }
     }
     let outputs = model.run_bytes(&mut ctx, &views)?;
     for (i, o) in outputs.iter().enumerate() {

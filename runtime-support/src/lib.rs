@@ -15,6 +15,7 @@ mod error;
 pub mod io;
 pub mod kernels;
 pub mod params;
+pub mod profile;
 pub mod weights;
 
 pub use arena::Arena;

@@ -127,6 +127,9 @@ impl<'a> Emitter<'a> {
             })
             .collect();
         let in_idx: Vec<Literal> = (0..p.inputs.len()).map(us).collect();
+        let n_steps = us(p.steps.len());
+        let step_nodes = p.steps.iter().map(|s| s.node.as_str());
+        let step_ops = p.steps.iter().map(|s| s.op_type);
 
         let chunks: Vec<&[Step]> = p.steps.chunks(opts.steps_per_fn.max(1)).collect();
         let part_names: Vec<syn::Ident> = (0..chunks.len())
@@ -135,11 +138,17 @@ impl<'a> Emitter<'a> {
         let parts = chunks
             .iter()
             .zip(&part_names)
-            .map(|(steps, name)| {
-                let calls = steps.iter().map(|s| self.step(s)).collect::<Result<Vec<_>, Error>>()?;
+            .enumerate()
+            .map(|(k, (steps, name))| {
+                let first = k * opts.steps_per_fn.max(1);
+                let calls = steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| self.step(s, first + i))
+                    .collect::<Result<Vec<_>, Error>>()?;
                 Ok(quote! {
                     #[inline(never)]
-                    fn #name(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena) -> Result<(), #rt::Error> {
+                    fn #name(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
                         let _ = inputs;
                         #(#calls)*
                         Ok(())
@@ -182,6 +191,9 @@ impl<'a> Emitter<'a> {
             pub const WEIGHTS_FILE: &str = #weights_file;
             /// Number of model inputs.
             pub const N_INPUTS: usize = #n_in;
+            pub const N_STEPS: usize = #n_steps;
+            /// Each step's ONNX node and operator, in execution order.
+            pub const STEPS: [(&str, &str); N_STEPS] = [#((#step_nodes, #step_ops)),*];
             /// Number of model outputs.
             pub const N_OUTPUTS: usize = #n_out;
             /// The caller's inputs, in the order `run_bytes` takes them.
@@ -254,7 +266,7 @@ impl<'a> Emitter<'a> {
                 pub fn run<'c>(&self, ctx: &'c mut Context, inputs: Inputs<'_>) -> Result<Outputs<'c>, #rt::Error> {
                     let inputs: [&[f32]; N_INPUTS] = [#(inputs.#in_fields),*];
                     #(#rt::io::check_input(&INPUTS[#in_idx], inputs[#in_idx])?;)*
-                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena)?;
+                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
                     Ok(Outputs {
                         #(#out_fields: ctx.arena.region("outputs", #out_regions)?,)*
                     })
@@ -268,13 +280,25 @@ impl<'a> Emitter<'a> {
                         return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
                     }
                     let inputs: [&[f32]; N_INPUTS] = [#(#rt::io::f32_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
-                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena)?;
+                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
+                    Ok([#(#rt::io::as_bytes(ctx.arena.region("outputs", #out_regions)?)),*])
+                }
+
+                /// [`Model::run_bytes`], also adding each step's wall time in seconds to
+                /// `times[i]` ([`STEPS`] names step `i`).
+                pub fn run_bytes_profiled<'c>(&self, ctx: &'c mut Context, inputs: &[&[u8]], times: &mut [f64; N_STEPS]) -> Result<[&'c [u8]; N_OUTPUTS], #rt::Error> {
+                    if inputs.len() != N_INPUTS {
+                        return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
+                    }
+                    let inputs: [&[f32]; N_INPUTS] = [#(#rt::io::f32_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
+                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times)?;
                     Ok([#(#rt::io::as_bytes(ctx.arena.region("outputs", #out_regions)?)),*])
                 }
             }
 
-            fn execute(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena) -> Result<(), #rt::Error> {
-                #(#part_names(w, inputs, arena)?;)*
+            /// Runs every step; `times` is empty, or one slot per step to add its time to.
+            fn execute(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
+                #(#part_names(w, inputs, arena, times)?;)*
                 Ok(())
             }
 
@@ -289,7 +313,7 @@ impl<'a> Emitter<'a> {
     }
 
     /// One kernel call, commented with its ONNX node.
-    fn step(&self, s: &Step) -> Result<TokenStream, Error> {
+    fn step(&self, s: &Step, index: usize) -> Result<TokenStream, Error> {
         let rt = self.rt;
         let step_name = &s.node;
         let mut muts = vec![self.region(s.output)];
@@ -415,12 +439,15 @@ impl<'a> Emitter<'a> {
                 quote!(#rt::kernels::copy(#x, out);)
             }
         };
+        let index_lit = us(index);
         let comment = format!("{}{} ({})", STEP_MARKER_DOC, s.node, s.op_type);
         Ok(quote! {
             #[doc = #comment]
             {
+                let t = #rt::profile::start(times);
                 let ([#(#mut_names),*], [#(#ref_names),*]) = arena.regions(#step_name, [#(#muts),*], [#(#ref_regions),*])?;
                 #call
+                #rt::profile::stop(times, #index_lit, t);
             }
         })
     }

@@ -131,6 +131,13 @@ impl SegmentLists {
         });
     }
 
+    /// Forgets every stored id; the room announced to [`SegmentLists::new`] stays.
+    pub fn clear(&mut self) {
+        for node in &mut self.nodes {
+            node.filled = 0;
+        }
+    }
+
     /// Appends the ids of every stored range containing rank `point`.
     pub fn stab(&self, point: usize, out: &mut Vec<u32>) {
         for v in path_to_root(self.leaves, point) {
@@ -263,6 +270,15 @@ impl OverlapIndex {
         *slot = true;
         if let Conflicts::Tree(tree) = &mut self.conflicts {
             tree.insert(id);
+        }
+    }
+
+    /// Removes every buffer, keeping the precomputed structure: a strategy that
+    /// places the same buffers many times pays for the graph or tree once.
+    pub fn clear(&mut self) {
+        self.inserted.fill(false);
+        if let Conflicts::Tree(tree) = &mut self.conflicts {
+            tree.covering.clear();
         }
     }
 

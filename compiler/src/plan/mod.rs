@@ -27,6 +27,7 @@
 
 use std::fmt;
 
+pub mod improve;
 pub mod interference;
 pub mod liveness;
 pub mod offsets;
@@ -357,6 +358,8 @@ pub enum Strategy {
     GreedyByBreadth,
     /// Seed 000: colour into pools (max member size), pools laid end to end.
     Pools,
+    /// The better greedy order improved by a bounded local search around the top.
+    LocalSearch,
 }
 
 impl Strategy {
@@ -365,6 +368,7 @@ impl Strategy {
         Strategy::GreedyBySize,
         Strategy::GreedyByBreadth,
         Strategy::Pools,
+        Strategy::LocalSearch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -372,6 +376,7 @@ impl Strategy {
             Strategy::GreedyBySize => "greedy-by-size",
             Strategy::GreedyByBreadth => "greedy-by-breadth",
             Strategy::Pools => "pools",
+            Strategy::LocalSearch => "local-search",
         }
     }
 
@@ -381,6 +386,7 @@ impl Strategy {
             Strategy::GreedyBySize => offsets::greedy_by_size(live),
             Strategy::GreedyByBreadth => offsets::greedy_by_breadth(live),
             Strategy::Pools => pools::plan_pools(live),
+            Strategy::LocalSearch => improve::local_search(live),
         }
     }
 }

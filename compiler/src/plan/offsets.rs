@@ -109,6 +109,29 @@ impl<'a> OffsetAllocator<'a> {
         Ok(offset)
     }
 
+    /// Forgets every placement, keeping the conflict index's precomputed structure.
+    pub fn reset(&mut self) {
+        self.offsets.fill(UNPLACED);
+        self.index.clear();
+    }
+
+    /// Puts `id` at `offset` without searching: for replaying a prefix of an order
+    /// whose offsets are already known (the result is validated like any other).
+    /// Ignored for unknown or already placed buffers.
+    pub fn restore(&mut self, id: BufferId, offset: usize) {
+        if let Some(slot) = self.offsets.get_mut(id.index()) {
+            if *slot == UNPLACED {
+                *slot = if self.live.size(id) == 0 { 0 } else { offset };
+                self.index.insert(id);
+            }
+        }
+    }
+
+    /// Per buffer: its offset so far, or None while it is unplaced.
+    pub fn offsets(&self) -> impl Iterator<Item = Option<usize>> + '_ {
+        self.offsets.iter().map(|&o| (o != UNPLACED).then_some(o))
+    }
+
     /// Places whatever is left (by size) and returns one offset per buffer.
     pub fn finish(mut self) -> Result<Vec<usize>, PlanError> {
         for id in self.live.by_size_desc() {
@@ -124,22 +147,33 @@ impl<'a> OffsetAllocator<'a> {
     }
 }
 
-/// Greedy by size: buffers largest first (ties: earlier first step, then id).
-pub fn greedy_by_size(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+/// Places the buffers in `order` one by one, then any left out, by size.
+pub fn place_in_order(live: &Liveness, order: &[BufferId]) -> Result<Vec<usize>, PlanError> {
     let mut alloc = OffsetAllocator::new(live);
-    for id in live.by_size_desc() {
+    for &id in order {
         alloc.place(id)?;
     }
     alloc.finish()
 }
 
-/// Greedy by breadth: steps by live bytes descending (ties: earlier step), and at
-/// each step its unplaced buffers by size.
+/// Greedy by size: buffers largest first (ties: earlier first step, then id).
+pub fn greedy_by_size(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+    place_in_order(live, &live.by_size_desc())
+}
+
+/// Greedy by breadth: the offsets of [`breadth_order`].
+pub fn greedy_by_breadth(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+    place_in_order(live, &breadth_order(live))
+}
+
+/// The order of greedy by breadth: steps by live bytes descending (ties: earlier
+/// step), and at each step its buffers not yet listed, by size. Zero-size buffers
+/// are left out.
 ///
 /// Only steps where some lifetime starts or ends are visited: between two such
 /// steps the live set is a subset of the one at the earlier endpoint, so the
 /// result is the same as visiting every step.
-pub fn greedy_by_breadth(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+pub fn breadth_order(live: &Liveness) -> Vec<BufferId> {
     let axis = TimeAxis::new(live);
     let ranks = axis.len();
     let spans: Vec<Option<(usize, usize)>> = live
@@ -168,24 +202,21 @@ pub fn greedy_by_breadth(live: &Liveness) -> Result<Vec<usize>, PlanError> {
     let mut order: Vec<usize> = (0..ranks).collect();
     order.sort_unstable_by_key(|&r| (std::cmp::Reverse(breadth[r]), r));
 
-    let mut alloc = OffsetAllocator::new(live);
+    let mut listed = vec![false; live.len()];
+    let mut out = Vec::with_capacity(live.len());
     let mut here: Vec<u32> = Vec::new();
-    let mut ids: Vec<BufferId> = Vec::new();
     for rank in order {
         here.clear();
         unplaced.take_stab(rank, &mut here);
-        ids.clear();
-        ids.extend(
-            here.iter()
-                .map(|&i| BufferId(i))
-                .filter(|&id| alloc.offset(id).is_none()),
-        );
-        ids.sort_unstable_by_key(|&id| live.size_order_key(id));
-        for &id in &ids {
-            alloc.place(id)?;
+        let from = out.len();
+        for id in here.iter().map(|&i| BufferId(i)) {
+            if !std::mem::replace(&mut listed[id.index()], true) {
+                out.push(id);
+            }
         }
+        out[from..].sort_unstable_by_key(|&id| live.size_order_key(id));
     }
-    alloc.finish()
+    out
 }
 
 #[cfg(test)]

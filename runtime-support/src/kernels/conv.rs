@@ -245,8 +245,13 @@ fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [
     // The interior in blocks of LANES; a last partial block is computed as a full
     // block ending at `end`, overlapping the one before it.
     let blocked = end - start >= LANES;
-    let scalar_end = if blocked { end } else { start };
-    for ow in (0..start).chain(scalar_end..w.out_len) {
+    if !blocked {
+        // Narrow rows (small late-stage maps): one multiply-add pass per tap over the
+        // outputs that tap reaches, instead of clipping every output's window.
+        depthwise_row_by_tap(win, plane, wc, oh, out);
+        return;
+    }
+    for ow in (0..start).chain(end..w.out_len) {
         let mut sum = 0.0;
         for ki in rows.clone() {
             let src = in_row(ki);
@@ -258,9 +263,6 @@ fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [
     }
     // The interior, with the lane loads specialised for the common strides so that
     // stride 1 is one unaligned vector load.
-    if !blocked {
-        return;
-    }
     let interior = (win, plane, wc, oh, start..end, out);
     match w.stride {
         1 => depthwise_interior(interior, lanes::<1>),
@@ -268,6 +270,39 @@ fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [
         s => depthwise_interior(interior, |src: &[f32], at: usize| {
             std::array::from_fn(|l| src[at + l * s])
         }),
+    }
+}
+
+/// A depthwise output row as a sum over taps: for each tap, `out[r] += w · in[..]` over
+/// the range `r` of outputs whose window tap lies inside the input.
+#[inline(always)]
+fn depthwise_row_by_tap(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [f32]) {
+    let (h, w) = (&win.h, &win.w);
+    for o in out.iter_mut() {
+        *o = 0.0;
+    }
+    for ki in h.taps_inside(oh) {
+        let ih = h.input_pos(oh, ki) as usize;
+        let src = &plane[ih * w.in_len..][..w.in_len];
+        for kj in 0..w.kernel {
+            let r = w.outputs_for_tap(kj);
+            if r.is_empty() {
+                continue;
+            }
+            let wk = wc[ki * w.kernel + kj];
+            let base = w.input_pos(r.start, kj) as usize;
+            let n = r.len();
+            let dst = &mut out[r];
+            if w.stride == 1 {
+                for (o, &v) in dst.iter_mut().zip(&src[base..base + n]) {
+                    *o += wk * v;
+                }
+            } else {
+                for (i, o) in dst.iter_mut().enumerate() {
+                    *o += wk * src[base + i * w.stride];
+                }
+            }
+        }
     }
 }
 

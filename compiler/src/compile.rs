@@ -334,3 +334,24 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
     }
     input
 }
+
+#[cfg(test)]
+mod tests {
+    use super::content_hash;
+
+    /// The hash names weights files that builds share: it must be a pure function of the
+    /// bytes (pinned here, so a change is deliberate) and see every byte and the length.
+    #[test]
+    fn content_hash_is_pinned_and_sees_every_byte() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let h = content_hash(&bytes);
+        assert_eq!(h, 0x70bd_a0af_9ec0_70ea);
+        for i in [0, 7, 8, 500, 998, 999] {
+            let mut b = bytes.clone();
+            b[i] ^= 1;
+            assert_ne!(content_hash(&b), h, "flipping a bit of byte {i}");
+        }
+        assert_ne!(content_hash(&bytes[..999]), h);
+        assert_ne!(content_hash(&[0; 8]), content_hash(&[0; 9]));
+    }
+}

@@ -47,6 +47,9 @@ enum Command {
         /// Print JSON instead of the text report.
         #[arg(long)]
         json: bool,
+        /// Also draw the arena (steps across, byte offsets up) as an SVG picture.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Compile MODEL, build it with cargo (cached), run it on .npy inputs and print
     /// its outputs and latency.
@@ -121,8 +124,13 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 compiled.weights.len()
             );
         }
-        Command::Plan { model, json } => {
+        Command::Plan { model, json, svg } => {
             let compiled = compile(&model.model, &model.options()?)?;
+            if let Some(path) = svg {
+                let picture = kiln_compiler::plan::svg(&compiled.plan_input, &compiled.plan);
+                std::fs::write(&path, picture)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
             if json {
                 let v =
                     kiln_compiler::plan::report::json_report(&compiled.plan_input, &compiled.plan);

@@ -40,7 +40,7 @@ const USAGE: &str = "expected the model's path as a string literal, relative to 
 impl Parse for Args {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         if input.is_empty() {
-            return Err(input.error(USAGE));
+            return Err(syn::Error::new(Span::call_site(), USAGE));
         }
         let path: LitStr = input
             .parse()
@@ -124,11 +124,11 @@ impl RawArg {
         if !self.eq || self.parens.is_some() || self.value.is_empty() {
             return Err(syn::Error::new(
                 self.span(),
-                format!("expected `{key} = ...`: {what}"),
+                format!("`{key}` needs a value: {what}"),
             ));
         }
         syn::parse2(self.value.clone())
-            .map_err(|_| syn::Error::new(self.value.span(), format!("`{key}`: {what}")))
+            .map_err(|_| syn::Error::new(self.value.span(), format!("`{key}` expects {what}")))
     }
 }
 
@@ -141,8 +141,8 @@ impl Args {
                 if self.name.is_some() {
                     return Err(twice());
                 }
-                let ident: Ident = raw
-                    .value("expected the generated module's name, an identifier: name = resnet")?;
+                let ident: Ident =
+                    raw.value("the generated module's name, an identifier: name = resnet")?;
                 self.name = Some(ident);
             }
             "input" => {
@@ -159,13 +159,10 @@ impl Args {
                 if self.alignment.is_some() {
                     return Err(twice());
                 }
-                let lit: LitInt =
-                    raw.value("expected the arena alignment in bytes: alignment = 64")?;
+                const WHAT: &str = "the arena alignment in bytes: alignment = 64";
+                let lit: LitInt = raw.value(WHAT)?;
                 let bytes = lit.base10_parse::<usize>().map_err(|_| {
-                    syn::Error::new(
-                        lit.span(),
-                        "`alignment`: expected the arena alignment in bytes: alignment = 64",
-                    )
+                    syn::Error::new(lit.span(), format!("`alignment` expects {WHAT}"))
                 })?;
                 self.alignment = Some((bytes, lit.span()));
             }
@@ -173,27 +170,32 @@ impl Args {
                 if self.weights.is_some() {
                     return Err(twice());
                 }
-                const WHAT: &str = "expected `embed` (the default: in the binary, Model::new()) \
+                const WHAT: &str = "`embed` (the default: in the binary, Model::new()) \
                                     or `runtime` (read from a file, Model::load(path))";
                 let mode: Ident = raw.value(WHAT)?;
                 self.weights = Some(match mode.to_string().as_str() {
                     "embed" => WeightsMode::Embed,
                     "runtime" => WeightsMode::File,
-                    _ => return Err(syn::Error::new(mode.span(), format!("`weights`: {WHAT}"))),
+                    _ => {
+                        return Err(syn::Error::new(
+                            mode.span(),
+                            format!("`weights` expects {WHAT}"),
+                        ));
+                    }
                 });
             }
             "target" => {
                 if self.target.is_some() {
                     return Err(twice());
                 }
-                const WHAT: &str = "expected a code generation target: `cpu` (the only one today)";
+                const WHAT: &str = "a code generation target: `cpu` (the only one today)";
                 let target: Ident = raw.value(WHAT)?;
                 self.target = Some(match target.to_string().as_str() {
                     "cpu" => Target::Cpu,
                     t => {
                         return Err(syn::Error::new(
                             target.span(),
-                            format!("`target`: unknown target `{t}`; {WHAT}"),
+                            format!("unknown target `{t}`; `target` expects {WHAT}"),
                         ));
                     }
                 });
@@ -203,7 +205,7 @@ impl Args {
                     return Err(twice());
                 }
                 let path: syn::Path = raw.value(
-                    "expected the path of the kiln-runtime crate (or a re-export of it): \
+                    "the path of the kiln-runtime crate (or a re-export of it): \
                      runtime = ::kiln_runtime",
                 )?;
                 self.runtime = Some(path);
@@ -220,7 +222,7 @@ impl Args {
 }
 
 const INPUT_USAGE: &str =
-    "expected an input's name and full shape: input(\"data\" = [1, 3, 224, 224])";
+    "`input` expects an input's name and full shape: input(\"data\" = [1, 3, 224, 224])";
 
 /// `input("data" = [1, 3, 224, 224])`.
 fn parse_input(raw: &RawArg) -> syn::Result<InputArg> {
@@ -228,21 +230,41 @@ fn parse_input(raw: &RawArg) -> syn::Result<InputArg> {
     let (Some(content), true) = (&raw.parens, raw.value.is_empty()) else {
         return Err(syn::Error::new(span, INPUT_USAGE));
     };
+    // Errors point at the token at fault (a name that is not a string, a negative dim),
+    // or at the whole argument when something is missing.
     let (name, dims) = syn::parse::Parser::parse2(
         |input: ParseStream| {
-            let name: LitStr = input.parse()?;
-            input.parse::<Token![=]>()?;
+            let missing = || syn::Error::new(span, INPUT_USAGE);
+            let at = |e: syn::Error| syn::Error::new(e.span(), INPUT_USAGE);
+            if input.is_empty() {
+                return Err(missing());
+            }
+            let name: LitStr = input.parse().map_err(at)?;
+            if input.is_empty() {
+                return Err(missing());
+            }
+            input.parse::<Token![=]>().map_err(at)?;
+            if input.is_empty() {
+                return Err(missing());
+            }
+            if !input.peek(syn::token::Bracket) {
+                return Err(input.error(INPUT_USAGE));
+            }
             let dims;
             bracketed!(dims in input);
-            let dims = dims.parse_terminated(LitInt::parse, Token![,])?;
+            let dims = dims
+                .parse_terminated(LitInt::parse, Token![,])
+                .map_err(at)?;
             let dims = dims
                 .iter()
-                .map(|d| d.base10_parse::<usize>())
+                .map(|d| d.base10_parse::<usize>().map_err(at))
                 .collect::<syn::Result<Vec<_>>>()?;
+            if !input.is_empty() {
+                return Err(input.error(INPUT_USAGE));
+            }
             Ok((name.value(), dims))
         },
         content.clone(),
-    )
-    .map_err(|_| syn::Error::new(span, INPUT_USAGE))?;
+    )?;
     Ok(InputArg { name, dims, span })
 }

@@ -46,23 +46,29 @@ fn compile(args: &Args) -> syn::Result<TokenStream> {
     let weights_dir = std::env::var_os(WEIGHTS_DIR)
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("kiln-weights"));
-    let defaults = Options::default();
-    let opts = Options {
-        name: args.name.as_ref().map(|n| n.to_string()),
+    // Built from the defaults, so a new option in the library needs no change here.
+    let mut opts = Options {
+        name: args.name.as_ref().map(Ident::to_string),
         input_dims: args
             .inputs
             .iter()
             .map(|i| (i.name.clone(), i.dims.clone()))
             .collect(),
-        alignment: args.alignment.map_or(defaults.alignment, |(a, _)| a),
-        target: args.target.unwrap_or_default(),
-        weights: args.weights.unwrap_or_default(),
-        runtime_path: args
-            .runtime
-            .as_ref()
-            .map_or(defaults.runtime_path, |p| p.to_token_stream().to_string()),
         weights_dir: Some(weights_dir.clone()),
+        ..Options::default()
     };
+    if let Some((bytes, _)) = args.alignment {
+        opts.alignment = bytes;
+    }
+    if let Some(target) = args.target {
+        opts.target = target;
+    }
+    if let Some(weights) = args.weights {
+        opts.weights = weights;
+    }
+    if let Some(path) = &args.runtime {
+        opts.runtime_path = path.to_token_stream().to_string();
+    }
     let compiled = kiln_compiler::compile(&model, &opts).map_err(|e| kiln_error(&e, args))?;
     let name = module_ident(&compiled.name, args)?;
     store_weights(&weights_dir, &compiled, &model).map_err(|e| {
@@ -219,9 +225,11 @@ fn store_weights(dir: &Path, compiled: &Compiled, model: &Path) -> io::Result<()
 }
 
 /// On failure: the errors, and a stub of the module so that the crate's uses of it add
-/// no errors of their own. Each stub item is an alias of one type whose definition is
-/// the first `compile_error!`: rustc reports that error once and takes the alias for an
-/// error type, on which it reports nothing further (paths, fields, method calls).
+/// no errors of their own. The stub's items are built on one type whose array length is
+/// the first `compile_error!`: rustc reports that error once, and the type then
+/// "references an error", on which rustc reports nothing further (unknown methods,
+/// fields and struct-literal fields). `compile_error!` as a type itself would not do:
+/// it stands for `()`.
 fn stub(args: &Args, errors: syn::Error) -> TokenStream {
     let mut errors = errors.into_iter();
     let first = errors
@@ -240,13 +248,19 @@ fn stub(args: &Args, errors: syn::Error) -> TokenStream {
     };
     let span = Span::call_site();
     let failed = Ident::new("KilnCompileFailed", span);
+    let stub = Ident::new("KilnStub", span);
     quote! {
         pub mod #name {
             #(#rest)*
-            type #failed = #first;
+            type #failed = [(); { #first; 0 }];
+            /// `Inputs { .. }` is a struct literal: it needs a struct, one whose type
+            /// references the error.
+            pub struct #stub<T> {
+                _failed: T,
+            }
             pub type Model = #failed;
             pub type Context = #failed;
-            pub type Inputs<'a> = #failed;
+            pub type Inputs<'a> = #stub<#failed>;
             pub type Outputs<'a> = #failed;
             pub const ARENA_BYTES: usize = 0;
             pub const WEIGHTS_BYTES: usize = 0;

@@ -191,6 +191,7 @@ impl<'a> Emitter<'a> {
             pub const WEIGHTS_FILE: &str = #weights_file;
             /// Number of model inputs.
             pub const N_INPUTS: usize = #n_in;
+            /// Number of kernel calls `run` makes.
             pub const N_STEPS: usize = #n_steps;
             /// Each step's ONNX node and operator, in execution order.
             pub const STEPS: [(&str, &str); N_STEPS] = [#((#step_nodes, #step_ops)),*];

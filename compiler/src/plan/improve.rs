@@ -4,23 +4,30 @@
 //! the arena ends above the lower bound, some buffer at the top found no gap, usually
 //! because a buffer placed before it took the hole it needed (AlexNet: a big
 //! convolution scratch placed first pushes a small pooled tensor to the top). The
-//! search perturbs the order around the buffers that reach the top: it moves one of
-//! them earlier, moves a conflicting buffer placed before it to just after it, or
-//! swaps the two; re-places from the first changed position with the same
-//! [`OffsetAllocator`] (the prefix's offsets are replayed, not searched again); and
-//! keeps the change when the arena shrinks, or stays equal while the buffers sit
-//! lower in total, which lets it cross the plateaus where many orders tie.
+//! search perturbs the order, mostly around a buffer that reaches the top: moves it
+//! earlier, moves a conflicting buffer placed before it to just after it, or swaps
+//! the two; now and then it moves any buffer anywhere earlier. It re-places from the
+//! first changed position with the same [`OffsetAllocator`] (the prefix's offsets
+//! are replayed, not searched again), gives up on a try as soon as a buffer ends above
+//! the current arena, and keeps every try whose arena is not larger: sideways moves
+//! let it walk across the plateaus where many orders tie, which on random inputs
+//! reaches the bound about twice as often as accepting strict gains only.
 //!
 //! Deterministic: moves are drawn from a fixed-seed xorshift. Bounded: a budget of
-//! placements that gives small graphs thousands of tries and large ones a few passes
-//! ([`work_budget`]); it stops as soon as the arena reaches the lower bound.
+//! work units that gives graphs of a few hundred buffers thousands of tries and large
+//! ones a couple of passes ([`work_budget`]); it stops as soon as the arena reaches
+//! the lower bound, which is where most real models start.
 
+use super::interference::OverlapIndex;
 use super::offsets::{OffsetAllocator, breadth_order};
 use super::{BufferId, Liveness, PlanError};
 
-/// Placements a search may make in all: about 10⁶ for graphs of a few hundred
-/// buffers, falling as 1/n so that 10k buffers cost a few passes over the order,
-/// never less than [`MIN_PASSES`] passes.
+/// Work units a search may spend: [`MAX_WORK`] for graphs up to a few hundred
+/// buffers, falling as 1/n beyond, but never less than [`MIN_PASSES`] passes.
+///
+/// A unit is about one placement among a few conflicts (tens to hundreds of ns):
+/// a placement costs `1 + k / 16` for k conflicts, a try `n / 8` on top for its
+/// O(n) bookkeeping.
 pub fn work_budget(buffers: usize) -> usize {
     let n = buffers.max(1);
     (WORK_SCALE / n)
@@ -28,141 +35,186 @@ pub fn work_budget(buffers: usize) -> usize {
         .max(n.saturating_mul(MIN_PASSES))
 }
 
-const WORK_SCALE: usize = 300_000_000;
-const MAX_WORK: usize = 1_000_000;
-const MIN_PASSES: usize = 2;
+pub const MAX_WORK: usize = 200_000;
+pub const MIN_PASSES: usize = 2;
+const WORK_SCALE: usize = 50_000_000;
 const SEED: u64 = 0x853c_49e6_748f_ea9b;
 
-/// The best order found from greedy by size and greedy by breadth, improved by local
-/// search; offsets per buffer, zero-size ones at 0.
-pub fn local_search(live: &Liveness) -> Result<Vec<usize>, PlanError> {
-    local_search_with_budget(live, work_budget(live.len()))
+/// A starting order for [`local_search_from`]: every buffer that needs memory, once
+/// (unknown ids make the start ignored), with its offsets when they are already
+/// known (they must be what placing `order` gives).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Start {
+    pub order: Vec<BufferId>,
+    pub offsets: Option<Vec<usize>>,
 }
 
-/// [`local_search`] with an explicit number of placements (the two starting orders
-/// are placed in full whatever the budget).
-pub fn local_search_with_budget(live: &Liveness, work: usize) -> Result<Vec<usize>, PlanError> {
-    let mut search = Search::new(live, work);
-    search.start(live.by_size_desc())?;
-    search.start(breadth_order(live))?;
+/// The better of the greedy-by-size and greedy-by-breadth orders, improved by
+/// local search; offsets per buffer, zero-size ones at 0.
+pub fn local_search(live: &Liveness) -> Result<Vec<usize>, PlanError> {
+    let starts = [live.by_size_desc(), breadth_order(live)]
+        .into_iter()
+        .map(|order| Start {
+            order,
+            offsets: None,
+        })
+        .collect();
+    local_search_from(live, OverlapIndex::new(live), starts)
+}
+
+/// Local search from the best of `starts` (the first on ties) over an index
+/// already built for `live`, with the budget [`work_budget`] gives.
+pub(crate) fn local_search_from(
+    live: &Liveness,
+    index: OverlapIndex,
+    starts: Vec<Start>,
+) -> Result<Vec<usize>, PlanError> {
+    local_search_with_budget(live, index, starts, work_budget(live.len()))
+}
+
+/// [`local_search_from`] with an explicit budget in work units. Starts without
+/// offsets are placed in full, outside the budget; with no usable start, the
+/// search starts from greedy by size.
+pub(crate) fn local_search_with_budget(
+    live: &Liveness,
+    index: OverlapIndex,
+    starts: Vec<Start>,
+    work: usize,
+) -> Result<Vec<usize>, PlanError> {
+    let mut search = Search::new(live, index);
+    for start in starts {
+        search.start(start)?;
+    }
+    if search.order.is_empty() {
+        search.start(Start {
+            order: live.by_size_desc(),
+            offsets: None,
+        })?;
+    }
+    search.work_left = work;
+    let try_cost = (live.len() / 8).max(1);
     let mut rng = XorShift(SEED);
-    while search.work_left > 0 && search.score.arena > live.lower_bound_bytes {
-        // Every try costs at least one unit, so the loop ends even if no move exists.
-        search.work_left -= 1;
+    while search.work_left > 0 && search.arena > live.lower_bound_bytes {
+        search.work_left = search.work_left.saturating_sub(try_cost);
         if let Some((candidate, from)) = search.propose(&mut rng) {
             search.consider(candidate, from)?;
         }
     }
-    eprintln!("DEBUG n={} work used {} of {}", live.len(), work_budget(live.len()) - search.work_left, work_budget(live.len()));
     Ok(search.offsets)
 }
-
-/// What a candidate order is judged by, lexicographically: the arena, then the
-/// sum of every buffer's end (lower means packed lower, a step towards a smaller top).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Score {
-    arena: usize,
-    ends: u128,
-}
-
-const UNSCORED: Score = Score {
-    arena: usize::MAX,
-    ends: u128::MAX,
-};
 
 struct Search<'a> {
     live: &'a Liveness,
     alloc: OffsetAllocator<'a>,
-    /// The accepted order (buffers that need memory only) and its offsets.
+    /// The accepted order (buffers that need memory only), its offsets and arena.
     order: Vec<BufferId>,
     offsets: Vec<usize>,
+    arena: usize,
     /// Per buffer: its position in `order` (unused for zero-size buffers).
     pos: Vec<usize>,
-    score: Score,
     work_left: usize,
 }
 
 impl<'a> Search<'a> {
-    fn new(live: &'a Liveness, work: usize) -> Self {
+    fn new(live: &'a Liveness, index: OverlapIndex) -> Self {
         Self {
             live,
-            alloc: OffsetAllocator::new(live),
+            alloc: OffsetAllocator::with_index(live, index),
             order: Vec::new(),
             offsets: vec![0; live.len()],
+            arena: usize::MAX,
             pos: vec![0; live.len()],
-            score: UNSCORED,
-            work_left: work,
+            work_left: usize::MAX,
         }
     }
 
-    /// Places a starting order in full and keeps it if it beats the current one.
-    fn start(&mut self, order: Vec<BufferId>) -> Result<(), PlanError> {
-        let saved = std::mem::replace(&mut self.work_left, usize::MAX);
-        let result = self.consider(order, 0);
-        self.work_left = saved.saturating_sub(self.order.len());
-        result
-    }
-
-    /// Places `candidate` (equal to the accepted order before position `from`) and
-    /// accepts it if its score is lower.
-    fn consider(&mut self, candidate: Vec<BufferId>, from: usize) -> Result<(), PlanError> {
-        let from = if self.order.is_empty() { 0 } else { from };
-        let Some(score) = self.place(&candidate, from)? else {
+    /// Takes `start` if its arena is smaller than the accepted one (so ties go to
+    /// the first start): measured from its offsets when given, else placed.
+    fn start(&mut self, start: Start) -> Result<(), PlanError> {
+        if start
+            .order
+            .iter()
+            .any(|id| id.index() >= self.offsets.len())
+        {
             return Ok(());
+        }
+        let (arena, offsets) = match start.offsets.filter(|o| o.len() == self.offsets.len()) {
+            Some(offsets) => {
+                let end = |&id: &BufferId| offsets[id.index()].saturating_add(self.live.size(id));
+                (start.order.iter().map(end).max().unwrap_or(0), offsets)
+            }
+            None => match self.place(&start.order, 0)? {
+                Some(arena) => (arena, self.placed()),
+                None => return Ok(()),
+            },
         };
-        if score >= self.score {
-            return Ok(());
+        if arena < self.arena {
+            self.accept(start.order, 0, arena, offsets);
         }
-        for (o, placed) in self.offsets.iter_mut().zip(self.alloc.offsets()) {
-            *o = placed.unwrap_or(0);
-        }
-        for (i, &id) in candidate.iter().enumerate().skip(from) {
-            self.pos[id.index()] = i;
-        }
-        self.order = candidate;
-        self.score = score;
         Ok(())
     }
 
-    /// Replays `candidate[..from]` at the accepted offsets and places the rest; None
-    /// once the arena passes the accepted one or the budget runs out.
-    fn place(&mut self, candidate: &[BufferId], from: usize) -> Result<Option<Score>, PlanError> {
+    /// Places `candidate` (equal to the accepted order before position `from`) and
+    /// accepts it unless its arena is larger.
+    fn consider(&mut self, candidate: Vec<BufferId>, from: usize) -> Result<(), PlanError> {
+        if let Some(arena) = self.place(&candidate, from)? {
+            let placed = self.placed();
+            self.accept(candidate, from, arena, placed);
+        }
+        Ok(())
+    }
+
+    /// The allocator's offsets after a placement, zero-size buffers at 0.
+    fn placed(&self) -> Vec<usize> {
+        self.alloc.offsets().map(|o| o.unwrap_or(0)).collect()
+    }
+
+    fn accept(&mut self, order: Vec<BufferId>, from: usize, arena: usize, offsets: Vec<usize>) {
+        for (i, &id) in order.iter().enumerate().skip(from) {
+            self.pos[id.index()] = i;
+        }
+        self.order = order;
+        self.offsets = offsets;
+        self.arena = arena;
+    }
+
+    /// Replays `candidate[..from]` at the accepted offsets and places the rest; the
+    /// arena, or None once a buffer ends above the accepted arena or the budget
+    /// runs out.
+    fn place(&mut self, candidate: &[BufferId], from: usize) -> Result<Option<usize>, PlanError> {
         self.alloc.reset();
-        let (mut arena, mut ends) = (0usize, 0u128);
-        let prefix = candidate.get(..from).unwrap_or(&[]);
-        for &id in prefix {
+        let mut arena = 0usize;
+        for &id in candidate.get(..from).unwrap_or(&[]) {
             let offset = self.offsets[id.index()];
             self.alloc.restore(id, offset);
             // Accepted offsets were checked when they were placed.
-            let end = offset.saturating_add(self.live.size(id));
-            arena = arena.max(end);
-            ends += end as u128;
+            arena = arena.max(offset.saturating_add(self.live.size(id)));
         }
         for &id in candidate.get(from..).unwrap_or(&[]) {
             if self.work_left == 0 {
                 return Ok(None);
             }
-            self.work_left -= 1;
-            let offset = self.alloc.place(id)?;
-            let end = offset.saturating_add(self.live.size(id));
-            if end > self.score.arena {
+            let end = self.alloc.place(id)?.saturating_add(self.live.size(id));
+            let cost = 1 + self.alloc.last_conflicts() / 16;
+            self.work_left = self.work_left.saturating_sub(cost);
+            if end > self.arena {
                 return Ok(None);
             }
             arena = arena.max(end);
-            ends += end as u128;
         }
-        Ok(Some(Score { arena, ends }))
+        Ok(Some(arena))
     }
 
-    /// A perturbed order and its first changed position, around a buffer that
-    /// reaches the top of the arena; None when the drawn move changes nothing.
+    /// A perturbed order and its first changed position; None when the drawn
+    /// move does not apply.
     fn propose(&self, rng: &mut XorShift) -> Option<(Vec<BufferId>, usize)> {
         let live = self.live;
+        let end = |id: BufferId| self.offsets[id.index()].saturating_add(live.size(id));
         let top: Vec<BufferId> = self
             .order
             .iter()
             .copied()
-            .filter(|&id| self.offsets[id.index()].saturating_add(live.size(id)) == self.score.arena)
+            .filter(|&id| end(id) == self.arena)
             .collect();
         let c = *top.get(rng.below(top.len()))?;
         let p = self.pos[c.index()];
@@ -171,30 +223,40 @@ impl<'a> Search<'a> {
             .filter(|&i| live.lifetime(self.order[i]).overlaps(&life))
             .collect();
         let mut candidate = self.order.clone();
-        let from = match rng.below(4) {
-            // c to a random earlier position.
+        let from = match rng.below(5) {
+            // The top buffer to a random earlier position.
             0 if p > 0 => {
                 let q = rng.below(p);
                 candidate.get_mut(q..=p)?.rotate_right(1);
                 q
             }
-            // c to just before a conflicting buffer placed earlier.
+            // The top buffer to just before a conflicting buffer placed earlier.
             1 => {
                 let e = *earlier.get(rng.below(earlier.len()))?;
                 candidate.get_mut(e..=p)?.rotate_right(1);
                 e
             }
-            // A conflicting buffer placed earlier to just after c.
+            // A conflicting buffer placed earlier to just after the top buffer.
             2 => {
                 let e = *earlier.get(rng.below(earlier.len()))?;
                 candidate.get_mut(e..=p)?.rotate_left(1);
                 e
             }
-            // Swap c with a conflicting buffer placed earlier.
+            // Swap the two.
             3 => {
                 let e = *earlier.get(rng.below(earlier.len()))?;
                 candidate.swap(e, p);
                 e
+            }
+            // Any buffer to any earlier position: a kick out of local optima.
+            4 => {
+                let (a, b) = (rng.below(candidate.len()), rng.below(candidate.len()));
+                let (a, b) = (a.min(b), a.max(b));
+                if a == b {
+                    return None;
+                }
+                candidate.get_mut(a..=b)?.rotate_right(1);
+                a
             }
             _ => return None,
         };
@@ -217,50 +279,147 @@ impl XorShift {
         (self.0 % n as u64) as usize
     }
 }
+#[cfg(test)]
+mod tests {
+    use super::super::offsets::{greedy_by_breadth, greedy_by_size};
+    use super::super::testutil::{alexnet, brute_is_valid, network_like, seed_003_example};
+    use super::super::{BufferRequest, PlanInput, analyze};
+    use super::*;
+
+    fn arena(live: &Liveness, offsets: &[usize]) -> usize {
+        live.ids()
+            .map(|id| offsets[id.index()] + live.size(id))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn unplaced_starts(live: &Liveness) -> Vec<Start> {
+        [live.by_size_desc(), breadth_order(live)]
+            .into_iter()
+            .map(|order| Start {
+                order,
+                offsets: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn alexnet_reaches_the_lower_bound_where_greedy_does_not() {
+        let input = alexnet();
+        let live = analyze(&input).unwrap();
+        let greedy = arena(&live, &greedy_by_size(&live).unwrap());
+        assert_eq!(greedy, arena(&live, &greedy_by_breadth(&live).unwrap()));
+        assert!(greedy > live.lower_bound_bytes * 111 / 100);
+        let offsets = local_search(&live).unwrap();
+        assert!(brute_is_valid(&input, &offsets));
+        assert_eq!(arena(&live, &offsets), live.lower_bound_bytes);
+    }
+
+    #[test]
+    fn a_zero_budget_keeps_the_better_start_and_ties_go_to_the_first() {
+        for input in [alexnet(), seed_003_example(), network_like(300, 7)] {
+            let live = analyze(&input).unwrap();
+            let (by_size, by_breadth) = (
+                greedy_by_size(&live).unwrap(),
+                greedy_by_breadth(&live).unwrap(),
+            );
+            let want = if arena(&live, &by_breadth) < arena(&live, &by_size) {
+                by_breadth
+            } else {
+                by_size
+            };
+            let index = OverlapIndex::new(&live);
+            let got = local_search_with_budget(&live, index, unplaced_starts(&live), 0);
+            assert_eq!(got.unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn known_start_offsets_change_nothing() {
+        for input in [alexnet(), network_like(500, 3)] {
+            let live = analyze(&input).unwrap();
+            let mut known = unplaced_starts(&live);
+            known[0].offsets = Some(greedy_by_size(&live).unwrap());
+            known[1].offsets = Some(greedy_by_breadth(&live).unwrap());
+            let index = OverlapIndex::new(&live);
+            let from_known = local_search_from(&live, index, known).unwrap();
+            assert_eq!(from_known, local_search(&live).unwrap());
+            // Offsets of the wrong length are ignored, not trusted.
+            let mut wrong = unplaced_starts(&live);
+            wrong[0].offsets = Some(vec![0]);
+            let index = OverlapIndex::new(&live);
+            assert_eq!(local_search_from(&live, index, wrong).unwrap(), from_known);
+        }
+    }
+
+    #[test]
+    fn empty_zero_size_and_startless_inputs() {
+        let live = analyze(&PlanInput::new(0)).unwrap();
+        assert!(local_search(&live).unwrap().is_empty());
+        let mut input = PlanInput::new(2);
+        input.push(BufferRequest::new("empty", 0, 0, vec![1]));
+        input.push(BufferRequest::new("a", 10, 0, vec![1]));
+        let live = analyze(&input).unwrap();
+        assert_eq!(local_search(&live).unwrap(), vec![0, 0]);
+        let index = OverlapIndex::new(&live);
+        let none = local_search_with_budget(&live, index, Vec::new(), 1000).unwrap();
+        assert_eq!(none, vec![0, 0]);
+        let unknown = Start {
+            order: vec![BufferId(7)],
+            offsets: None,
+        };
+        let index = OverlapIndex::new(&live);
+        let ignored = local_search_with_budget(&live, index, vec![unknown], 1000).unwrap();
+        assert_eq!(ignored, vec![0, 0]);
+    }
+
+    #[test]
+    fn the_budget_shrinks_per_buffer_but_allows_two_passes() {
+        assert_eq!(work_budget(0), MAX_WORK);
+        assert_eq!(work_budget(200), MAX_WORK);
+        assert!(work_budget(10_000) < MAX_WORK);
+        assert_eq!(work_budget(100_000), 100_000 * MIN_PASSES);
+        assert_eq!(work_budget(usize::MAX), usize::MAX);
+    }
+}
 
 #[cfg(test)]
-mod timing_tmp {
-    use super::super::testutil::network_like;
+mod profile_tmp {
     use super::super::*;
-    use std::time::Instant;
+    fn random_intervals(n: usize, seed: u64) -> PlanInput {
+        let mut state = seed;
+        let mut below = move |m: u64| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % m.max(1)
+        };
+        let steps = (n / 2).max(1);
+        let mut input = PlanInput::new(steps);
+        for i in 0..n {
+            let def = below(steps as u64) as usize;
+            let len = if below(4) == 0 { below(100) } else { below(4) } as usize;
+            let size = if below(2) == 0 {
+                256 << below(6)
+            } else {
+                1 + below(20_000) as usize
+            };
+            let last = (def + len).min(steps - 1);
+            input.push(BufferRequest::new(format!("b{i}"), size, def, vec![last]));
+        }
+        input
+    }
     #[test]
     #[ignore]
-    fn breakdown() {
-        for n in [10_000, 100_000] {
-            let input = network_like(n, 42);
-            let t = Instant::now();
-            let live = analyze(&input).unwrap();
-            let t_live = t.elapsed();
-            let t = Instant::now();
-            let c = interference::count_conflicts(&live);
-            let t_count = t.elapsed();
-            let t = Instant::now();
-            let idx = interference::OverlapIndex::new(&live);
-            let t_index = t.elapsed();
-            let t = Instant::now();
-            let order = live.by_size_desc();
-            let t_sort = t.elapsed();
-            let t = Instant::now();
-            let gbs = offsets::place_in_order(&live, &order).unwrap();
-            let t_gbs = t.elapsed();
-            let t = Instant::now();
-            let bo = offsets::breadth_order(&live);
-            let t_bo = t.elapsed();
-            let t = Instant::now();
-            let _ = offsets::place_in_order(&live, &bo).unwrap();
-            let t_gbb = t.elapsed();
-            let t = Instant::now();
-            let _ = pools::plan_pools(&live).unwrap();
-            let t_pools = t.elapsed();
-            let t = Instant::now();
-            let _ = super::local_search(&live).unwrap();
-            let t_ls = t.elapsed();
-            let p = plan_with(&input, &[Strategy::GreedyBySize]).unwrap();
-            let t = Instant::now();
-            validate(&input, &p).unwrap();
-            let t_val = t.elapsed();
-            println!("n={n} edges={c} graph={} live {t_live:?} count {t_count:?} index {t_index:?} sort {t_sort:?} gbs {t_gbs:?} border {t_bo:?} gbb {t_gbb:?} pools {t_pools:?} ls {t_ls:?} validate {t_val:?}", idx.uses_graph());
-            let _ = gbs;
+    fn profile_random() {
+        let input = random_intervals(10_000, 42);
+        let t = std::time::Instant::now();
+        for _ in 0..50 {
+            std::hint::black_box(plan(&input).unwrap());
         }
+        println!("{:?}", t.elapsed() / 50);
+        let live = analyze(&input).unwrap();
+        println!("edges {}", interference::count_conflicts(&live));
     }
 }

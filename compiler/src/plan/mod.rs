@@ -13,11 +13,14 @@
 //!    line when the edges are few (as in real models), else a segment tree over
 //!    time queried on demand; never an O(n²) matrix.
 //! 3. Strategies, all tried: [`offsets::greedy_by_size`] and
-//!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners), and
-//!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end).
-//!    The smallest arena wins; ties go to the first in [`Strategy::ALL`].
+//!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners),
+//!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end), and
+//!    [`improve::local_search`] (the better greedy order, improved by a bounded
+//!    local search). The smallest arena wins; ties go to the first in
+//!    [`Strategy::ALL`].
 //! 4. [`validate::validate`] — an independent checker run on every candidate.
-//! 5. [`report`] — a text table and a JSON document for humans and tools.
+//! 5. [`report`] — a text table and a JSON document for humans and tools;
+//!    [`svg::svg`] — the arena as a picture (time × offset).
 //!
 //! Invariants of a returned plan (checked by the validator): every offset is a
 //! multiple of `alignment`; every buffer lies inside `arena_bytes`; `arena_bytes`
@@ -33,6 +36,8 @@ pub mod liveness;
 pub mod offsets;
 pub mod pools;
 pub mod report;
+mod strategy;
+pub mod svg;
 pub mod validate;
 
 #[cfg(test)]
@@ -42,6 +47,8 @@ mod testutil;
 
 pub use liveness::{Liveness, analyze};
 pub use report::{json_report, text_report};
+pub use strategy::Strategy;
+pub use svg::svg;
 pub use validate::validate;
 
 /// Alignment used when a caller has no stronger requirement: enough for AVX-512
@@ -349,48 +356,6 @@ pub enum PlanError {
     },
 }
 
-/// The placement strategies `plan` tries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Strategy {
-    /// TFLite-GPU greedy by size: largest first, best-fit gap among conflicting buffers.
-    GreedyBySize,
-    /// TFLite-GPU greedy by breadth: busiest steps first, their buffers by size.
-    GreedyByBreadth,
-    /// Seed 000: colour into pools (max member size), pools laid end to end.
-    Pools,
-    /// The better greedy order improved by a bounded local search around the top.
-    LocalSearch,
-}
-
-impl Strategy {
-    /// Every strategy, in the order that breaks ties between equal arenas.
-    pub const ALL: &'static [Strategy] = &[
-        Strategy::GreedyBySize,
-        Strategy::GreedyByBreadth,
-        Strategy::Pools,
-        Strategy::LocalSearch,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::GreedyBySize => "greedy-by-size",
-            Strategy::GreedyByBreadth => "greedy-by-breadth",
-            Strategy::Pools => "pools",
-            Strategy::LocalSearch => "local-search",
-        }
-    }
-
-    /// Offsets per buffer for this strategy (not yet validated).
-    pub fn offsets(self, live: &Liveness) -> Result<Vec<usize>, PlanError> {
-        match self {
-            Strategy::GreedyBySize => offsets::greedy_by_size(live),
-            Strategy::GreedyByBreadth => offsets::greedy_by_breadth(live),
-            Strategy::Pools => pools::plan_pools(live),
-            Strategy::LocalSearch => improve::local_search(live),
-        }
-    }
-}
-
 /// Plans `input` with every strategy and keeps the smallest valid arena.
 pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
     plan_with(input, Strategy::ALL)
@@ -401,10 +366,11 @@ pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
 /// one that fails is a planner bug and is returned as [`PlanError::StrategyBug`].
 pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPlan, PlanError> {
     let live = liveness::analyze(input)?;
+    let mut shared = strategy::Shared::new(&live);
     let mut best: Option<MemoryPlan> = None;
     let mut tried = Vec::with_capacity(strategies.len());
     for &strategy in strategies {
-        let offsets = strategy.offsets(&live)?;
+        let offsets = strategy.offsets_shared(&mut shared)?;
         let arena_bytes = arena_end(&offsets, &live.sizes)?;
         let candidate = MemoryPlan {
             alignment: live.alignment,
@@ -472,7 +438,8 @@ mod tests {
             vec![
                 ("greedy-by-size", 230 * KB),
                 ("greedy-by-breadth", 230 * KB),
-                ("pools", 230 * KB)
+                ("pools", 230 * KB),
+                ("local-search", 230 * KB)
             ]
         );
         // T1 at 0, T2 stacked on T3 on T1, T4 reuses T1's bytes.

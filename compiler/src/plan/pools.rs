@@ -24,7 +24,12 @@ pub struct Pools {
 /// buffers it conflicts with, found with an [`OverlapIndex`]: O(log n + k) per
 /// buffer instead of asking every member of every pool.
 pub fn colour(live: &Liveness) -> Pools {
-    let mut index = OverlapIndex::new(live);
+    colour_with(live, OverlapIndex::new(live))
+}
+
+/// [`colour`] over an index already built for `live` (emptied first).
+pub(crate) fn colour_with(live: &Liveness, mut index: OverlapIndex) -> Pools {
+    index.clear();
     let mut pool_of: Vec<Option<usize>> = vec![None; live.len()];
     let mut sizes: Vec<usize> = Vec::new();
     // blocked[p] == k + 1 marks pool p as taken by a conflict of the k-th buffer.
@@ -58,7 +63,18 @@ pub fn colour(live: &Liveness) -> Pools {
 /// Offsets from [`colour`]: each pool starts where the previous one ends, in
 /// pool order; every member of a pool sits at the pool's start.
 pub fn plan_pools(live: &Liveness) -> Result<Vec<usize>, PlanError> {
-    let pools = colour(live);
+    lay_out(colour(live))
+}
+
+/// [`plan_pools`] over an index already built for `live`.
+pub(crate) fn plan_pools_with(
+    live: &Liveness,
+    index: OverlapIndex,
+) -> Result<Vec<usize>, PlanError> {
+    lay_out(colour_with(live, index))
+}
+
+fn lay_out(pools: Pools) -> Result<Vec<usize>, PlanError> {
     let mut starts = Vec::with_capacity(pools.sizes.len());
     let mut end = 0usize;
     for &size in &pools.sizes {

@@ -1,13 +1,17 @@
-//! Property tests over random interval sets: every strategy's plan passes the
-//! validator and a brute-force O(n²) check, lies between the lower bound and
-//! naive, and is deterministic; the validator agrees with brute force on
+//! Property tests over random interval sets: every strategy's plan (the local
+//! search's included) passes the validator and a brute-force O(n²) check, lies
+//! between the lower bound and naive, and is deterministic; the local search never
+//! does worse than the greedy orders; the validator agrees with brute force on
 //! arbitrary (mostly broken) offsets.
 
 use proptest::prelude::*;
 
 use super::interference::TEST_EDGE_BUDGET;
+use super::strategy::Shared;
 use super::testutil::{brute_is_valid, brute_lower_bound, naive_sizes};
-use super::{BufferRequest, MemoryPlan, PlanInput, Strategy as Planner, plan, plan_with, validate};
+use super::{
+    BufferRequest, MemoryPlan, PlanInput, Strategy as Planner, analyze, plan, plan_with, validate,
+};
 
 /// Buffers over `1..max_steps` steps: plain tensors with one or more uses,
 /// outputs, scratch, zero-size ones, and sizes drawn to produce many ties.
@@ -80,6 +84,22 @@ proptest! {
         check_plan(&input, &best)?;
         let smallest = best.strategies.iter().map(|&(_, a)| a).min();
         prop_assert_eq!(Some(best.arena_bytes), smallest);
+        // The local search never loses to the greedy orders it starts from, and
+        // starting from their shared placements changes nothing.
+        let arena_of = |name: &str| best.strategies.iter().find(|s| s.0 == name).map(|s| s.1);
+        let local = arena_of("local-search").unwrap();
+        prop_assert!(local <= arena_of("greedy-by-size").unwrap());
+        prop_assert!(local <= arena_of("greedy-by-breadth").unwrap());
+        let live = analyze(&input).unwrap();
+        let mut shared = Shared::new(&live);
+        let mut from_shared = None;
+        for &strategy in Planner::ALL {
+            let offsets = strategy.offsets_shared(&mut shared).unwrap();
+            if strategy == Planner::LocalSearch {
+                from_shared = Some(offsets);
+            }
+        }
+        prop_assert_eq!(from_shared, Some(Planner::LocalSearch.offsets(&live).unwrap()));
         // Ties go to the first strategy with the smallest arena.
         let first_best = best.strategies.iter().find(|&&(_, a)| a == best.arena_bytes);
         prop_assert_eq!(first_best.map(|&(n, _)| n), Some(best.strategy));

@@ -309,6 +309,7 @@ Strategies:
   greedy-by-size     236544 B  (231.00 KiB)  <- chosen
   greedy-by-breadth  236544 B  (231.00 KiB)
   pools              236544 B  (231.00 KiB)
+  local-search       236544 B  (231.00 KiB)
 ";
         assert_eq!(text, expected, "got:\n{text}");
     }

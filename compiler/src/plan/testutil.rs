@@ -16,6 +16,45 @@ pub fn seed_003_example() -> PlanInput {
     input
 }
 
+/// AlexNet's plan input as Kiln lowers it (sizes in bytes, steps), where both greedy
+/// orders end 11.6 % above the lower bound: a hard case for the offset placers.
+pub fn alexnet() -> PlanInput {
+    let mut input = PlanInput::new(14);
+    let tensors = [
+        ("r1", 1119744, 0, 1),
+        ("r2", 1119744, 1, 2),
+        ("r3", 259584, 2, 3),
+        ("r5", 692224, 3, 4),
+        ("r6", 692224, 4, 5),
+        ("r7", 147456, 5, 6),
+        ("r9", 221184, 6, 7),
+        ("r11", 221184, 7, 8),
+        ("r13", 147456, 8, 9),
+        ("r14", 36864, 9, 10),
+        ("r17", 16384, 10, 11),
+        ("r21", 16384, 11, 12),
+    ];
+    for (name, size, def, last) in tensors {
+        input.push(BufferRequest::new(name, size, def, vec![last]));
+    }
+    for (step, size) in [
+        (0, 277332),
+        (3, 916800),
+        (6, 1327104),
+        (7, 995328),
+        (8, 995328),
+    ] {
+        input.push(BufferRequest::scratch(
+            format!("n{step}:scratch"),
+            size,
+            step,
+        ));
+    }
+    input.push(BufferRequest::output("r24", 4000, 12));
+    input.push(BufferRequest::output("prob_1", 4000, 13));
+    input
+}
+
 /// Lifetimes straight from the definition, for cross-checks.
 pub fn naive_lifetimes(input: &PlanInput) -> Vec<Lifetime> {
     input

@@ -7,6 +7,10 @@ fn main() -> Result<(), kiln_runtime::Error> {
     let mut ctx = unsupported::Context::new();
     let x = [0.0f32; 4];
     let out = model.run(&mut ctx, unsupported::Inputs { x: &x })?;
-    println!("{:?} {}", out.y, unsupported::ARENA_BYTES + unsupported::INPUTS.len());
+    println!(
+        "{:?} {}",
+        out.y,
+        unsupported::ARENA_BYTES + unsupported::INPUTS.len()
+    );
     Ok(())
 }

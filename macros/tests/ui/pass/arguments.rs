@@ -16,7 +16,11 @@ kiln_macros::include_model!(
 );
 
 // The same model with one item per batch, embedded; a trailing comma is fine.
-kiln_macros::include_model!("tests/fixtures/batch.onnx", name = batch1, input("x" = [1, 3, 8, 8]),);
+kiln_macros::include_model!(
+    "tests/fixtures/batch.onnx",
+    name = batch1,
+    input("x" = [1, 3, 8, 8]),
+);
 
 fn main() -> Result<(), kiln_runtime::Error> {
     assert_eq!(batch3::INPUTS[0].shape, [3, 3, 8, 8]);
@@ -27,12 +31,19 @@ fn main() -> Result<(), kiln_runtime::Error> {
     let m3 = batch3::Model::load(batch3::WEIGHTS_FILE)?;
     let m1 = batch1::Model::new()?;
 
-    let x: Vec<f32> = (0..3 * 3 * 8 * 8).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
+    let x: Vec<f32> = (0..3 * 3 * 8 * 8)
+        .map(|i| (i % 17) as f32 / 17.0 - 0.5)
+        .collect();
     let mut c3 = batch3::Context::new();
     let mut c1 = batch1::Context::new();
     let out3 = m3.run(&mut c3, batch3::Inputs { x: &x })?;
     for (b, row) in out3.prob.chunks(4).enumerate() {
-        let one = m1.run(&mut c1, batch1::Inputs { x: &x[b * 192..(b + 1) * 192] })?;
+        let one = m1.run(
+            &mut c1,
+            batch1::Inputs {
+                x: &x[b * 192..(b + 1) * 192],
+            },
+        )?;
         for (p, q) in row.iter().zip(one.prob) {
             assert!((p - q).abs() < 1e-6, "batch item {b}: {p} vs {q}");
         }

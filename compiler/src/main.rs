@@ -84,6 +84,15 @@ impl ModelArgs {
     }
 }
 
+/// Writes to stdout; a closed pipe (`kiln plan | head`) ends quietly instead of panicking.
+fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -134,9 +143,9 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             if json {
                 let v =
                     kiln_compiler::plan::report::json_report(&compiled.plan_input, &compiled.plan);
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
             } else {
-                print!("{}", compiled.report());
+                emit(&compiled.report())?;
             }
         }
         Command::Run(args) => kiln_compiler::runner::run(&args)?,

@@ -198,7 +198,9 @@ fn label(out: &mut String, name: &str, size: usize, (x0, y0, w, h): (f64, f64, f
     };
     let (cx, cy) = (x0 + w / 2.0, y0 + h / 2.0);
     let size_text = compact(size);
-    let two_lines = h >= 2.0 * FONT + 6.0 && size_text.len() <= fits;
+    // The size line is a point smaller, so its characters are narrower.
+    let size_fits = (w - 4.0) / (CHAR_WIDTH * (FONT - 1.0) / FONT);
+    let two_lines = h >= 2.0 * FONT + 6.0 && size_text.chars().count() as f64 <= size_fits;
     let first_y = if two_lines {
         cy - 2.0
     } else {

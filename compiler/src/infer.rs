@@ -604,20 +604,27 @@ pub fn broadcast(shapes: &[&[usize]]) -> R<Vec<usize>> {
     Ok(out)
 }
 
-fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
-    if a.is_empty() || b.is_empty() {
-        return Err("MatMul operands must have rank ≥ 1".into());
-    }
-    let a2: Vec<usize> = if a.len() == 1 {
+/// MatMul's operands with NumPy's 1-D promotion: a vector `a` becomes a row `[1, k]`,
+/// a vector `b` a column `[k, 1]`. Inference and lowering both use it.
+pub fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let a2 = if a.len() == 1 {
         vec![1, a[0]]
     } else {
         a.to_vec()
     };
-    let b2: Vec<usize> = if b.len() == 1 {
+    let b2 = if b.len() == 1 {
         vec![b[0], 1]
     } else {
         b.to_vec()
     };
+    (a2, b2)
+}
+
+fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul operands must have rank ≥ 1".into());
+    }
+    let (a2, b2) = matmul_operands(a, b);
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != k2 {

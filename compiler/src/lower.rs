@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use kiln_runtime::params::{self, MAX_RANK};
 
 use crate::error::Error;
-use crate::infer::normalize_axis;
+use crate::infer::{matmul_operands, normalize_axis};
 use crate::ir::*;
 use crate::plan::BufferId;
 use crate::window;
@@ -290,9 +290,7 @@ impl Lowering<'_> {
                 trans_b,
                 activation,
             } => {
-                let b_shape = self.shape(node.input(1))?;
                 let k = if *trans_a { x_shape[0] } else { x_shape[1] };
-                let _ = b_shape;
                 let (m, n) = (y_shape[0], y_shape[1]);
                 let c_strides = match node.input(2) {
                     None => [0, 0],
@@ -658,16 +656,7 @@ pub fn broadcast_params(out: &[usize], a: &[usize], b: &[usize]) -> R<params::Br
 }
 
 fn matmul_params(a: &[usize], b: &[usize], y: &[usize]) -> R<params::MatMul> {
-    let a2: Vec<usize> = if a.len() == 1 {
-        vec![1, a[0]]
-    } else {
-        a.to_vec()
-    };
-    let b2: Vec<usize> = if b.len() == 1 {
-        vec![b[0], 1]
-    } else {
-        b.to_vec()
-    };
+    let (a2, b2) = matmul_operands(a, b);
     let (m, k, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 1]);
     let batch_rank = a2.len().max(b2.len()) - 2;
     if batch_rank > MAX_RANK {

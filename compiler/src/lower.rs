@@ -257,7 +257,12 @@ impl Lowering<'_> {
                 activation,
             } => {
                 let w_shape = self.shape(node.input(1))?;
-                let sp = window::resolve(window, &x_shape[2..], Some(&w_shape[2..]), false)?;
+                let win = Window2d::from(&window::resolve(
+                    window,
+                    &x_shape[2..],
+                    Some(&w_shape[2..]),
+                    false,
+                )?);
                 let p = params::Conv2d {
                     n: x_shape[0],
                     c_in: x_shape[1],
@@ -266,15 +271,10 @@ impl Lowering<'_> {
                     c_out: y_shape[1],
                     h_out: y_shape[2],
                     w_out: y_shape[3],
-                    kernel: [sp.kernel[0], sp.kernel[1]],
-                    stride: [sp.strides[0], sp.strides[1]],
-                    dilation: [sp.dilations[0], sp.dilations[1]],
-                    pads: [
-                        sp.pads_begin[0],
-                        sp.pads_begin[1],
-                        sp.pads_end[0],
-                        sp.pads_end[1],
-                    ],
+                    kernel: win.kernel,
+                    stride: win.stride,
+                    dilation: win.dilation,
+                    pads: win.pads,
                     group: *group,
                     activation: activation_param(*activation),
                 };
@@ -366,7 +366,7 @@ impl Lowering<'_> {
             }
             Op::Variadic(b) => return self.variadic(node, *b, &y_shape),
             Op::MaxPool(w) | Op::AveragePool { window: w, .. } => {
-                let sp = window::resolve(w, &x_shape[2..], None, true)?;
+                let win = Window2d::from(&window::resolve(w, &x_shape[2..], None, true)?);
                 let kind = match node.op {
                     Op::AveragePool {
                         count_include_pad, ..
@@ -381,15 +381,10 @@ impl Lowering<'_> {
                     w_in: x_shape[3],
                     h_out: y_shape[2],
                     w_out: y_shape[3],
-                    kernel: [sp.kernel[0], sp.kernel[1]],
-                    stride: [sp.strides[0], sp.strides[1]],
-                    dilation: [sp.dilations[0], sp.dilations[1]],
-                    pads: [
-                        sp.pads_begin[0],
-                        sp.pads_begin[1],
-                        sp.pads_end[0],
-                        sp.pads_end[1],
-                    ],
+                    kernel: win.kernel,
+                    stride: win.stride,
+                    dilation: win.dilation,
+                    pads: win.pads,
                 })
             }
             Op::GlobalAveragePool => Kernel::ReduceMean(params::ReduceMean {
@@ -566,6 +561,31 @@ impl Lowering<'_> {
             self.program.outputs.push((io(v), buffer));
         }
         Ok(())
+    }
+}
+
+/// A resolved 2-D window in the array form `Conv2d` and `Pool2d` share.
+struct Window2d {
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    /// `[top, left, bottom, right]`
+    pads: [usize; 4],
+}
+
+impl From<&window::Spatial> for Window2d {
+    fn from(sp: &window::Spatial) -> Self {
+        Window2d {
+            kernel: [sp.kernel[0], sp.kernel[1]],
+            stride: [sp.strides[0], sp.strides[1]],
+            dilation: [sp.dilations[0], sp.dilations[1]],
+            pads: [
+                sp.pads_begin[0],
+                sp.pads_begin[1],
+                sp.pads_end[0],
+                sp.pads_end[1],
+            ],
+        }
     }
 }
 

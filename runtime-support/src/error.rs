@@ -44,4 +44,15 @@ pub enum Error {
         end: usize,
         problem: &'static str,
     },
+    /// The CUDA driver, NVRTC or a device call failed, or the runtime was built
+    /// without the `cuda` feature.
+    #[error("CUDA: {0}")]
+    Cuda(String),
+    /// A kernel launch failed (on the device or in the CPU emulator).
+    #[error("step `{step}`: launching `{kernel}`: {message}")]
+    Launch {
+        step: &'static str,
+        kernel: &'static str,
+        message: String,
+    },
 }

@@ -11,6 +11,7 @@
 //! Nothing here allocates after a [`Context`] has been created.
 
 pub mod arena;
+pub mod cuda;
 mod error;
 pub mod io;
 pub mod kernels;

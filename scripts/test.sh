@@ -6,6 +6,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 export KILN_TESTDATA="${KILN_TESTDATA:-$PWD/testdata}"
+# libnvrtc from the nvidia-cuda-nvrtc-cu12 wheel (scripts/setup-python.sh) for the CUDA
+# compile checks; cargo overrides LD_LIBRARY_PATH, so the runtime loads it by full path.
+if [[ -z "${KILN_NVRTC_LIB:-}" ]]; then
+    KILN_NVRTC_LIB="$(ls "$PWD"/.venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 2>/dev/null | head -n1 || true)"
+    [[ -n "$KILN_NVRTC_LIB" ]] || { echo "test.sh: libnvrtc.so.12 not found; run scripts/setup-python.sh" >&2; exit 1; }
+    export KILN_NVRTC_LIB
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

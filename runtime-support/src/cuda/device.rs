@@ -1,58 +1,74 @@
 //! The device launcher: weights resident on the GPU, one arena and stream per context.
-//! Without the `cuda` feature every constructor returns [`Error::Cuda`], so a generated
-//! CUDA module still compiles (and fails cleanly at run time).
 //!
-//! PLACEHOLDER API (the lead implements it with cudarc); generated code may rely on
-//! exactly these signatures.
+//! With the `cuda` feature this is cudarc; without it every constructor returns
+//! [`Error::Cuda`], so a generated CUDA module still compiles everywhere and fails
+//! cleanly at run time. Either way a machine with no driver gets an `Err`, never a
+//! panic: cudarc panics inside `cuInit` when `libcuda` is missing, so presence is
+//! checked first.
 
 use super::Launcher;
-use crate::{Error, TensorInfo};
+use crate::Error;
 
-/// The launches of a whole model, as generated code provides them.
+/// The launches of a whole model, as generated code provides them
+/// (`launch_all::<dyn Launcher>`).
 pub type LaunchFn = fn(&mut dyn Launcher) -> Result<(), Error>;
 
-/// Weights uploaded once into one device allocation, and the compiled kernels.
-pub struct DeviceModel {
-    _private: (),
-}
+#[cfg(feature = "cuda")]
+#[path = "device_cudarc.rs"]
+mod imp;
 
-/// One device arena, an input staging area and a stream; optionally a captured graph.
-pub struct DeviceContext {
-    _private: (),
-}
+#[cfg(not(feature = "cuda"))]
+mod imp {
+    use super::LaunchFn;
+    use crate::{Error, TensorInfo};
 
-impl DeviceModel {
-    /// Uploads `weights` to device `ordinal` and compiles/loads `kernels` (names of
-    /// `extern "C"` kernels in the `.cu` sources).
-    pub fn new(ordinal: usize, weights: &[f32], kernels: &[&'static str]) -> Result<Self, Error> {
-        let _ = (ordinal, weights, kernels);
-        Err(Error::Cuda("not implemented yet".into()))
+    fn disabled() -> Error {
+        Error::Cuda("kiln-runtime was built without its `cuda` feature".into())
+    }
+
+    /// Weights uploaded once into one device allocation, and the compiled kernels.
+    pub struct DeviceModel {
+        _private: (),
+    }
+
+    /// One device arena, input staging and a stream; optionally a captured graph.
+    pub struct DeviceContext {
+        _private: (),
+    }
+
+    impl DeviceModel {
+        /// Always an error: the `cuda` feature is off.
+        pub fn new(ordinal: usize, weights: &[f32], kernels: &[&'static str]) -> Result<Self, Error> {
+            let _ = (ordinal, weights, kernels);
+            Err(disabled())
+        }
+    }
+
+    impl DeviceContext {
+        /// Always an error: the `cuda` feature is off.
+        pub fn new(model: &DeviceModel, arena_bytes: usize, inputs: &'static [TensorInfo]) -> Result<Self, Error> {
+            let _ = (model, arena_bytes, inputs);
+            Err(disabled())
+        }
+
+        /// No effect: there is no context to run.
+        pub fn use_graph(&mut self, on: bool) {
+            let _ = on;
+        }
+
+        /// Always an error: the `cuda` feature is off.
+        pub fn run_host(
+            &mut self,
+            model: &DeviceModel,
+            inputs: &[&[f32]],
+            outputs: &mut [&mut [f32]],
+            output_regions: &[(usize, usize)],
+            launches: LaunchFn,
+        ) -> Result<(), Error> {
+            let _ = (model, inputs, outputs, output_regions, launches);
+            Err(disabled())
+        }
     }
 }
 
-impl DeviceContext {
-    /// Allocates the arena (`arena_bytes`) and staging for `inputs` on `model`'s device.
-    pub fn new(model: &DeviceModel, arena_bytes: usize, inputs: &'static [TensorInfo]) -> Result<Self, Error> {
-        let _ = (model, arena_bytes, inputs);
-        Err(Error::Cuda("not implemented yet".into()))
-    }
-
-    /// Replays the launches as one captured CUDA graph (captured on the first run).
-    pub fn use_graph(&mut self, on: bool) {
-        let _ = on;
-    }
-
-    /// Copies host `inputs` in, runs `launches`, and copies each output region
-    /// `(byte offset, elements)` of the arena into `outputs`.
-    pub fn run_host(
-        &mut self,
-        model: &DeviceModel,
-        inputs: &[&[f32]],
-        outputs: &mut [&mut [f32]],
-        output_regions: &[(usize, usize)],
-        launches: LaunchFn,
-    ) -> Result<(), Error> {
-        let _ = (model, inputs, outputs, output_regions, launches);
-        Err(Error::Cuda("not implemented yet".into()))
-    }
-}
+pub use imp::{DeviceContext, DeviceModel};

@@ -76,6 +76,19 @@ pub trait Launcher {
     /// node for errors.
     fn launch(&mut self, step: &'static str, launch: &Launch, ptrs: &Ptrs) -> Result<(), Error>;
 
+    /// Runs a Gemm step: its launches by default; the device launcher may call cuBLAS
+    /// instead when asked to (see [`crate::cuda::cublas`]).
+    fn gemm(
+        &mut self,
+        step: &'static str,
+        p: &crate::params::Gemm,
+        launches: &Launches,
+        ptrs: &Ptrs,
+    ) -> Result<(), Error> {
+        let _ = p;
+        self.launch_all(step, launches, ptrs)
+    }
+
     /// Runs every launch of one step.
     fn launch_all(&mut self, step: &'static str, launches: &Launches, ptrs: &Ptrs) -> Result<(), Error> {
         for l in launches.as_slice() {

@@ -17,8 +17,11 @@
 //! pointers that may alias, and each element read before it is written by the same
 //! thread (row-wise kernels: the whole row read before any of it is written).
 
+pub mod cublas;
 pub mod device;
 pub mod launch;
+#[cfg(feature = "cuda")]
+pub mod nvrtc;
 
 pub use device::{DeviceContext, DeviceModel, LaunchFn};
 pub use launch::{KernelArgs, Launch, Launcher, Launches, MAX_FLOATS, MAX_INPUTS, MAX_INTS, Ptr, Ptrs};

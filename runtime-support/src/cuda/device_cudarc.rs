@@ -1,0 +1,359 @@
+//! cudarc implementation of [`DeviceModel`] and [`DeviceContext`].
+//!
+//! Addresses go to kernels as plain `u64`s inside [`KernelArgs`]: the arena, the
+//! weights and the input staging buffers are allocated before the first launch and
+//! never move, so a captured CUDA graph replays with the same addresses. One stream per
+//! context orders everything that context does; the weights are uploaded and the
+//! model's stream synchronised before `DeviceModel::new` returns.
+
+use std::sync::Arc;
+
+use cudarc::cublas::{CudaBlas, result as blas, sys as blas_sys};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PushKernelArg, sys,
+};
+
+use super::LaunchFn;
+use crate::cuda::cublas::{SgemmArgs, sgemm_args};
+use crate::cuda::{KernelArgs, Launch, Launcher, Launches, Ptr, Ptrs, geometry, nvrtc};
+use crate::params::Gemm;
+use crate::{Error, TensorInfo};
+
+// SAFETY: `KernelArgs` is `#[repr(C)]` plain data (u64 addresses, i32 and f32 arrays)
+// with the same layout as `struct KArgs` in kiln.cuh, so passing it by value as the
+// single kernel parameter is what the kernels expect.
+unsafe impl DeviceRepr for KernelArgs {}
+
+fn driver(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Cuda(format!("{what}: {e:?}"))
+}
+
+/// Weights uploaded once into one device allocation, and the compiled kernels.
+pub struct DeviceModel {
+    ctx: Arc<CudaContext>,
+    weights: CudaSlice<f32>,
+    /// Loaded kernels by name; a model uses a few dozen, so a linear scan is cheap.
+    functions: Vec<(&'static str, CudaFunction)>,
+}
+
+impl DeviceModel {
+    /// Uploads `weights` to device `ordinal` and compiles (NVRTC, for the device's
+    /// compute capability) and loads the sources holding `kernels`.
+    pub fn new(ordinal: usize, weights: &[f32], kernels: &[&'static str]) -> Result<Self, Error> {
+        // SAFETY: only tries to dlopen libcuda by its usual names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::Cuda(
+                "no CUDA driver: libcuda.so could not be loaded on this machine".into(),
+            ));
+        }
+        nvrtc::ensure_loaded()?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| driver("creating the context", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| driver("reading the compute capability", e))?;
+        let arch = format!("--gpu-architecture=compute_{major}{minor}");
+        let mut functions = Vec::with_capacity(kernels.len());
+        for (file, src) in geometry::SOURCES {
+            let wanted: Vec<&'static str> = kernels
+                .iter()
+                .copied()
+                .filter(|k| geometry::source_of(k).is_some_and(|s| std::ptr::eq(s, *src)))
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            let compiled = nvrtc::compile(&nvrtc::self_contained(src), file, &[arch.clone()])?;
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))
+                .map_err(|e| driver(&format!("loading {file}"), e))?;
+            for k in wanted {
+                let f = module
+                    .load_function(k)
+                    .map_err(|e| driver(&format!("loading kernel {k}"), e))?;
+                functions.push((k, f));
+            }
+        }
+        if let Some(missing) = kernels.iter().find(|k| !functions.iter().any(|(n, _)| n == *k)) {
+            return Err(Error::Cuda(format!("no CUDA source defines kernel `{missing}`")));
+        }
+        let stream = ctx.default_stream();
+        let weights = stream
+            .clone_htod(weights)
+            .map_err(|e| driver("uploading the weights", e))?;
+        stream.synchronize().map_err(|e| driver("uploading the weights", e))?;
+        Ok(DeviceModel {
+            ctx,
+            weights,
+            functions,
+        })
+    }
+
+    fn function(&self, name: &str) -> Option<&CudaFunction> {
+        self.functions.iter().find(|(n, _)| *n == name).map(|(_, f)| f)
+    }
+}
+
+/// One device arena, input staging and a stream; optionally a captured graph.
+pub struct DeviceContext {
+    stream: Arc<CudaStream>,
+    arena: CudaSlice<f32>,
+    inputs: Vec<CudaSlice<f32>>,
+    graph: Option<CudaGraph>,
+    use_graph: bool,
+    /// Present when Gemm steps go to cuBLAS instead of the tiled kernel.
+    blas: Option<CudaBlas>,
+}
+
+impl DeviceContext {
+    /// Allocates the arena (`arena_bytes`) and staging for `inputs` on `model`'s device.
+    pub fn new(model: &DeviceModel, arena_bytes: usize, inputs: &'static [TensorInfo]) -> Result<Self, Error> {
+        let stream = model.ctx.new_stream().map_err(|e| driver("creating a stream", e))?;
+        let arena = stream
+            .alloc_zeros::<f32>(arena_bytes.div_ceil(4).max(1))
+            .map_err(|e| driver("allocating the arena", e))?;
+        let inputs = inputs
+            .iter()
+            .map(|info| stream.alloc_zeros::<f32>(info.len().max(1)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| driver("allocating input buffers", e))?;
+        Ok(DeviceContext {
+            stream,
+            arena,
+            inputs,
+            graph: None,
+            use_graph: false,
+            blas: None,
+        })
+    }
+
+    /// Replays the launches as one CUDA graph, captured on the next run.
+    pub fn use_graph(&mut self, on: bool) {
+        self.use_graph = on;
+        if !on {
+            self.graph = None;
+        }
+    }
+
+    /// Sends Gemm steps that cuBLAS can express alone to `cublasSgemm` (on this
+    /// context's stream) instead of the tiled kernel. Fails without a GPU.
+    pub fn use_cublas(&mut self, on: bool) -> Result<(), Error> {
+        self.graph = None;
+        self.blas = match on {
+            true => Some(CudaBlas::new(self.stream.clone()).map_err(|e| driver("creating a cuBLAS handle", e))?),
+            false => None,
+        };
+        Ok(())
+    }
+
+    /// Copies host `inputs` in, runs `launches`, and copies each output region
+    /// `(byte offset, elements)` of the arena into `outputs`.
+    pub fn run_host(
+        &mut self,
+        model: &DeviceModel,
+        inputs: &[&[f32]],
+        outputs: &mut [&mut [f32]],
+        output_regions: &[(usize, usize)],
+        launches: LaunchFn,
+    ) -> Result<(), Error> {
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::InputCount { expected: self.inputs.len(), got: inputs.len() });
+        }
+        if outputs.len() != output_regions.len() {
+            return Err(Error::Cuda(format!(
+                "expected {} output buffers, got {}",
+                output_regions.len(),
+                outputs.len()
+            )));
+        }
+        for (host, dev) in inputs.iter().zip(&mut self.inputs) {
+            if host.len() > dev.len() {
+                return Err(Error::Cuda(format!(
+                    "input of {} elements does not fit its {}-element buffer",
+                    host.len(),
+                    dev.len()
+                )));
+            }
+            self.stream
+                .memcpy_htod(*host, dev)
+                .map_err(|e| driver("copying an input to the device", e))?;
+        }
+        self.launch(model, launches)?;
+        for (out, &(offset, len)) in outputs.iter_mut().zip(output_regions) {
+            let start = offset / 4;
+            if out.len() != len || offset % 4 != 0 || start + len > self.arena.len() {
+                return Err(Error::Cuda(format!(
+                    "output region {offset}+{len} elements does not match a {}-element buffer",
+                    out.len()
+                )));
+            }
+            let view = self.arena.slice(start..start + len);
+            self.stream
+                .memcpy_dtoh(&view, &mut **out)
+                .map_err(|e| driver("copying an output to the host", e))?;
+        }
+        self.stream.synchronize().map_err(|e| driver("running the model", e))
+    }
+
+    /// Enqueues the launches, through the captured graph when enabled.
+    fn launch(&mut self, model: &DeviceModel, launches: LaunchFn) -> Result<(), Error> {
+        if self.use_graph && self.graph.is_none() {
+            self.stream
+                .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(|e| driver("beginning graph capture", e))?;
+            let run = launches(&mut self.launcher(model));
+            let graph = self
+                .stream
+                .end_capture(sys::CUgraphInstantiate_flags(0))
+                .map_err(|e| driver("ending graph capture", e))?;
+            run?;
+            self.graph = graph;
+        }
+        match &self.graph {
+            Some(g) if self.use_graph => g.launch().map_err(|e| driver("launching the graph", e)),
+            _ => launches(&mut self.launcher(model)),
+        }
+    }
+
+    fn launcher<'a>(&'a self, model: &'a DeviceModel) -> DeviceLauncher<'a> {
+        let (arena, _) = self.arena.device_ptr(&self.stream);
+        let (weights, _) = model.weights.device_ptr(&self.stream);
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|s| (s.device_ptr(&self.stream).0, s.len() * 4))
+            .collect();
+        DeviceLauncher {
+            model,
+            blas: self.blas.as_ref(),
+            stream: &self.stream,
+            arena: (arena, self.arena.len() * 4),
+            weights: (weights, model.weights.len() * 4),
+            inputs,
+        }
+    }
+}
+
+/// Resolves [`Ptr`]s to device addresses and enqueues launches on one stream.
+struct DeviceLauncher<'a> {
+    model: &'a DeviceModel,
+    blas: Option<&'a CudaBlas>,
+    stream: &'a Arc<CudaStream>,
+    /// (base address, bytes) of each region kind.
+    arena: (u64, usize),
+    weights: (u64, usize),
+    inputs: Vec<(u64, usize)>,
+}
+
+impl DeviceLauncher<'_> {
+    fn address(&self, step: &'static str, kernel: &'static str, p: Ptr) -> Result<u64, Error> {
+        let (base, len, offset) = match p {
+            Ptr::Null => return Ok(0),
+            Ptr::Arena(o) => (self.arena.0, self.arena.1, o),
+            Ptr::Weights(o) => (self.weights.0, self.weights.1, o),
+            Ptr::Input(i) => match self.inputs.get(i) {
+                Some(&(b, l)) => (b, l, 0),
+                None => return Err(launch_error(step, kernel, format!("no input {i}"))),
+            },
+        };
+        if offset >= len {
+            return Err(launch_error(step, kernel, format!("{p:?} lies outside its {len}-byte buffer")));
+        }
+        Ok(base + offset as u64)
+    }
+}
+
+fn launch_error(step: &'static str, kernel: &'static str, message: String) -> Error {
+    Error::Launch { step, kernel, message }
+}
+
+impl DeviceLauncher<'_> {
+    /// One Gemm step through cuBLAS: a dense `C` is copied into the output first,
+    /// because cuBLAS accumulates into its `C` in place.
+    fn cublas_gemm(&self, blas: &CudaBlas, step: &'static str, g: &SgemmArgs, p: &Gemm, ptrs: &Ptrs) -> Result<(), Error> {
+        const KERNEL: &str = "cublasSgemm";
+        let err = |m: String| launch_error(step, KERNEL, m);
+        let int = |v: usize| i32::try_from(v).map_err(|_| err(format!("{v} exceeds cuBLAS's int")));
+        let a = self.address(step, KERNEL, ptrs.inputs[0])?;
+        let b = self.address(step, KERNEL, ptrs.inputs[1])?;
+        let y = self.address(step, KERNEL, ptrs.out)?;
+        if g.beta != 0.0 {
+            let c = self.address(step, KERNEL, ptrs.inputs[2])?;
+            // SAFETY: both regions hold m·n f32 (the compiler planned the output with
+            // that length and a dense C has those strides), on this context's stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(y, c, p.m * p.n * 4, self.stream.cu_stream())
+            }
+            .map_err(|e| err(format!("copying C: {e:?}")))?;
+        }
+        let op = |t: bool| if t { blas_sys::cublasOperation_t::CUBLAS_OP_T } else { blas_sys::cublasOperation_t::CUBLAS_OP_N };
+        // cuBLAS's A is the ONNX B (see cuda::cublas).
+        let (ca, cb) = if g.swapped { (b, a) } else { (a, b) };
+        // SAFETY: the handle is bound to this context's stream; the addresses are
+        // device allocations of this context and model holding the matrices with the
+        // leading dimensions `sgemm_args` derived from the planned shapes; alpha and
+        // beta are host scalars (the handle's default pointer mode).
+        unsafe {
+            blas::sgemm(
+                *blas.handle(),
+                op(g.trans_a),
+                op(g.trans_b),
+                int(g.m)?,
+                int(g.n)?,
+                int(g.k)?,
+                &g.alpha,
+                ca as *const f32,
+                int(g.lda)?,
+                cb as *const f32,
+                int(g.ldb)?,
+                &g.beta,
+                y as *mut f32,
+                int(g.ldc)?,
+            )
+        }
+        .map_err(|e| err(format!("{e:?}")))
+    }
+}
+
+impl Launcher for DeviceLauncher<'_> {
+    fn gemm(&mut self, step: &'static str, p: &Gemm, launches: &Launches, ptrs: &Ptrs) -> Result<(), Error> {
+        let has_c = ptrs.inputs[2] != Ptr::Null;
+        match (self.blas, sgemm_args(p, has_c)) {
+            (Some(blas), Some(g)) => self.cublas_gemm(blas, step, &g, p, ptrs),
+            _ => self.launch_all(step, launches, ptrs),
+        }
+    }
+
+    fn launch(&mut self, step: &'static str, l: &Launch, ptrs: &Ptrs) -> Result<(), Error> {
+        let f = self
+            .model
+            .function(l.kernel)
+            .ok_or_else(|| launch_error(step, l.kernel, "kernel not loaded".into()))?;
+        let mut inputs = [0u64; super::MAX_INPUTS];
+        for (a, p) in inputs.iter_mut().zip(ptrs.inputs) {
+            *a = self.address(step, l.kernel, p)?;
+        }
+        let args = KernelArgs {
+            out: self.address(step, l.kernel, ptrs.out)?,
+            inputs,
+            scratch: self.address(step, l.kernel, ptrs.scratch)?,
+            ints: l.ints,
+            floats: l.floats,
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (l.grid[0], l.grid[1], l.grid[2]),
+            block_dim: (l.block[0], l.block[1], l.block[2]),
+            shared_mem_bytes: l.shared_bytes,
+        };
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&args);
+        // SAFETY: the kernel takes exactly one `KArgs` by value (see the DeviceRepr
+        // impl above); every address in it points into an allocation this context or
+        // its model owns and keeps alive until the stream is synchronised, and was
+        // checked to start inside that allocation. The geometry functions keep each
+        // kernel's accesses within the extents the compiler planned.
+        unsafe { b.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| launch_error(step, l.kernel, format!("{e:?}")))
+    }
+}

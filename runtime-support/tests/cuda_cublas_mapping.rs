@@ -8,10 +8,14 @@ use kiln_runtime::params::{Activation, Gemm};
 
 /// A small deterministic generator (no dependency needed for test data).
 fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
@@ -19,7 +23,14 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
 
 #[test]
 fn swapped_column_major_sgemm_matches_the_row_major_gemm_kernel() {
-    let shapes = [(1, 1, 1), (1, 257, 3), (255, 1, 7), (5, 7, 9), (17, 33, 64), (64, 3, 1)];
+    let shapes = [
+        (1, 1, 1),
+        (1, 257, 3),
+        (255, 1, 7),
+        (5, 7, 9),
+        (17, 33, 64),
+        (64, 3, 1),
+    ];
     let mut checked = 0;
     for (case, &(m, n, k)) in shapes.iter().enumerate() {
         for trans_a in [false, true] {
@@ -36,7 +47,9 @@ fn swapped_column_major_sgemm_matches_the_row_major_gemm_kernel() {
                         c_strides: [n, 1],
                         activation: Activation::None,
                     };
-                    let seed = (case * 8 + trans_a as usize * 4 + trans_b as usize * 2 + with_c as usize) as u64;
+                    let seed =
+                        (case * 8 + trans_a as usize * 4 + trans_b as usize * 2 + with_c as usize)
+                            as u64;
                     let a = values(seed, m * k);
                     let b = values(seed + 100, k * n);
                     let c = values(seed + 200, m * n);
@@ -46,7 +59,11 @@ fn swapped_column_major_sgemm_matches_the_row_major_gemm_kernel() {
                     let g = sgemm_args(&p, with_c).expect("plain Gemm maps onto sgemm");
                     assert!(g.swapped);
                     // cuBLAS accumulates into C in place: the launcher copies C first.
-                    let mut got = if with_c { c.clone() } else { vec![f32::NAN; m * n] };
+                    let mut got = if with_c {
+                        c.clone()
+                    } else {
+                        vec![f32::NAN; m * n]
+                    };
                     // cuBLAS's A is ONNX B, its B is ONNX A; its column-major C is Y.
                     reference_sgemm(&g, &b, &a, &mut got);
                     for (i, (x, y)) in got.iter().zip(&expected).enumerate() {
@@ -79,6 +96,9 @@ fn what_cublas_cannot_do_alone_is_refused() {
     // A broadcast bias row needs the tiled kernel (or a copy first).
     assert_eq!(sgemm_args(&base, true), None);
     assert!(sgemm_args(&base, false).is_some());
-    let relu = Gemm { activation: Activation::Relu, ..base };
+    let relu = Gemm {
+        activation: Activation::Relu,
+        ..base
+    };
     assert_eq!(sgemm_args(&relu, false), None);
 }

@@ -78,12 +78,21 @@ fn every_kernel_compiles_for_every_arch_within_budget() {
             }
         }
         for k in geometry::KERNEL_NAMES {
-            assert!(seen.iter().any(|s| s == k), "{k} missing from the ptxas report for {arch}");
+            assert!(
+                seen.iter().any(|s| s == k),
+                "{k} missing from the ptxas report for {arch}"
+            );
         }
     }
-    println!("{:<6} {:<32} {:>5} {:>7} {:>6}", "arch", "kernel", "regs", "smem B", "stack");
+    println!(
+        "{:<6} {:<32} {:>5} {:>7} {:>6}",
+        "arch", "kernel", "regs", "smem B", "stack"
+    );
     for (arch, k, r) in &table {
-        println!("{arch:<6} {k:<32} {:>5} {:>7} {:>6}", r.registers, r.shared, r.stack);
+        println!(
+            "{arch:<6} {k:<32} {:>5} {:>7} {:>6}",
+            r.registers, r.shared, r.stack
+        );
     }
 }
 
@@ -103,9 +112,15 @@ extern "C" __global__ void pressure(float* out, const float* in) {
 }
 "#;
     let mut opts = options("sm_80");
-    opts.push("--maxrregcount=16".into());
-    let err = nvrtc::compile(src, "pressure.cu", &opts).expect_err("64 live floats in 16 registers must spill");
+    opts.push("--maxrregcount=24".into());
+    let err = nvrtc::compile(src, "pressure.cu", &opts)
+        .expect_err("64 live floats in 24 registers must spill");
     assert!(err.to_string().contains("spill"), "{err}");
-    let ok = nvrtc::compile(src, "pressure.cu", &options("sm_80")).expect("compiles with registers to spare");
-    assert!(parse(&ok.log).iter().any(|(k, r)| k == "pressure" && r.registers > 16));
+    let ok = nvrtc::compile(src, "pressure.cu", &options("sm_80"))
+        .expect("compiles with registers to spare");
+    assert!(
+        parse(&ok.log)
+            .iter()
+            .any(|(k, r)| k == "pressure" && r.registers > 24)
+    );
 }

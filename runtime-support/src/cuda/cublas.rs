@@ -59,8 +59,20 @@ pub const fn sgemm_args(p: &Gemm, has_c: bool) -> Option<SgemmArgs> {
 /// [`sgemm_args`] on the CPU.
 pub fn reference_sgemm(g: &SgemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
     // Column-major element (i, j) of a matrix with leading dimension ld.
-    let at = |i: usize, l: usize| if g.trans_a { a[l + i * g.lda] } else { a[i + l * g.lda] };
-    let bt = |l: usize, j: usize| if g.trans_b { b[j + l * g.ldb] } else { b[l + j * g.ldb] };
+    let at = |i: usize, l: usize| {
+        if g.trans_a {
+            a[l + i * g.lda]
+        } else {
+            a[i + l * g.lda]
+        }
+    };
+    let bt = |l: usize, j: usize| {
+        if g.trans_b {
+            b[j + l * g.ldb]
+        } else {
+            b[l + j * g.ldb]
+        }
+    };
     for j in 0..g.n {
         for i in 0..g.m {
             let mut acc = 0.0f32;

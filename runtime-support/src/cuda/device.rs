@@ -38,7 +38,11 @@ mod imp {
 
     impl DeviceModel {
         /// Always an error: the `cuda` feature is off.
-        pub fn new(ordinal: usize, weights: &[f32], kernels: &[&'static str]) -> Result<Self, Error> {
+        pub fn new(
+            ordinal: usize,
+            weights: &[f32],
+            kernels: &[&'static str],
+        ) -> Result<Self, Error> {
             let _ = (ordinal, weights, kernels);
             Err(disabled())
         }
@@ -46,7 +50,11 @@ mod imp {
 
     impl DeviceContext {
         /// Always an error: the `cuda` feature is off.
-        pub fn new(model: &DeviceModel, arena_bytes: usize, inputs: &'static [TensorInfo]) -> Result<Self, Error> {
+        pub fn new(
+            model: &DeviceModel,
+            arena_bytes: usize,
+            inputs: &'static [TensorInfo],
+        ) -> Result<Self, Error> {
             let _ = (model, arena_bytes, inputs);
             Err(disabled())
         }
@@ -72,3 +80,11 @@ mod imp {
 }
 
 pub use imp::{DeviceContext, DeviceModel};
+
+// A model is shared between threads; a context moves to the thread that runs it.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    fn sendable<T: Send>() {}
+    shared::<DeviceModel>();
+    sendable::<DeviceContext>();
+};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, result as blas, sys as blas_sys};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    CudaContext, CudaFunction, CudaGraph, CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr,
     LaunchConfig, PushKernelArg, sys,
 };
 
@@ -63,7 +63,11 @@ impl DeviceModel {
             if wanted.is_empty() {
                 continue;
             }
-            let compiled = nvrtc::compile(&nvrtc::self_contained(src), file, &[arch.clone()])?;
+            let compiled = nvrtc::compile(
+                &nvrtc::self_contained(src),
+                file,
+                std::slice::from_ref(&arch),
+            )?;
             let module = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))
                 .map_err(|e| driver(&format!("loading {file}"), e))?;
@@ -74,14 +78,21 @@ impl DeviceModel {
                 functions.push((k, f));
             }
         }
-        if let Some(missing) = kernels.iter().find(|k| !functions.iter().any(|(n, _)| n == *k)) {
-            return Err(Error::Cuda(format!("no CUDA source defines kernel `{missing}`")));
+        if let Some(missing) = kernels
+            .iter()
+            .find(|k| !functions.iter().any(|(n, _)| n == *k))
+        {
+            return Err(Error::Cuda(format!(
+                "no CUDA source defines kernel `{missing}`"
+            )));
         }
         let stream = ctx.default_stream();
         let weights = stream
             .clone_htod(weights)
             .map_err(|e| driver("uploading the weights", e))?;
-        stream.synchronize().map_err(|e| driver("uploading the weights", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| driver("uploading the weights", e))?;
         Ok(DeviceModel {
             ctx,
             weights,
@@ -90,7 +101,10 @@ impl DeviceModel {
     }
 
     fn function(&self, name: &str) -> Option<&CudaFunction> {
-        self.functions.iter().find(|(n, _)| *n == name).map(|(_, f)| f)
+        self.functions
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f)
     }
 }
 
@@ -99,7 +113,14 @@ pub struct DeviceContext {
     stream: Arc<CudaStream>,
     arena: CudaSlice<f32>,
     inputs: Vec<CudaSlice<f32>>,
-    graph: Option<CudaGraph>,
+    /// (address, bytes) of each staging buffer, fixed at creation.
+    staging: Vec<(u64, usize)>,
+    /// (address, bytes) of the inputs the next launches read: the staging buffers or
+    /// the caller's device buffers. Preallocated; overwritten in place per run.
+    current: Vec<(u64, usize)>,
+    graph: Option<Graph>,
+    /// The input addresses baked into `graph`; a run with others captures anew.
+    graph_inputs: Vec<(u64, usize)>,
     use_graph: bool,
     /// Present when Gemm steps go to cuBLAS instead of the tiled kernel.
     blas: Option<CudaBlas>,
@@ -107,8 +128,15 @@ pub struct DeviceContext {
 
 impl DeviceContext {
     /// Allocates the arena (`arena_bytes`) and staging for `inputs` on `model`'s device.
-    pub fn new(model: &DeviceModel, arena_bytes: usize, inputs: &'static [TensorInfo]) -> Result<Self, Error> {
-        let stream = model.ctx.new_stream().map_err(|e| driver("creating a stream", e))?;
+    pub fn new(
+        model: &DeviceModel,
+        arena_bytes: usize,
+        inputs: &'static [TensorInfo],
+    ) -> Result<Self, Error> {
+        let stream = model
+            .ctx
+            .new_stream()
+            .map_err(|e| driver("creating a stream", e))?;
         let arena = stream
             .alloc_zeros::<f32>(arena_bytes.div_ceil(4).max(1))
             .map_err(|e| driver("allocating the arena", e))?;
@@ -117,7 +145,14 @@ impl DeviceContext {
             .map(|info| stream.alloc_zeros::<f32>(info.len().max(1)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| driver("allocating input buffers", e))?;
+        let staging: Vec<(u64, usize)> = inputs
+            .iter()
+            .map(|s| (s.device_ptr(&stream).0, s.len() * 4))
+            .collect();
         Ok(DeviceContext {
+            current: staging.clone(),
+            graph_inputs: staging.clone(),
+            staging,
             stream,
             arena,
             inputs,
@@ -140,7 +175,10 @@ impl DeviceContext {
     pub fn use_cublas(&mut self, on: bool) -> Result<(), Error> {
         self.graph = None;
         self.blas = match on {
-            true => Some(CudaBlas::new(self.stream.clone()).map_err(|e| driver("creating a cuBLAS handle", e))?),
+            true => Some(
+                CudaBlas::new(self.stream.clone())
+                    .map_err(|e| driver("creating a cuBLAS handle", e))?,
+            ),
             false => None,
         };
         Ok(())
@@ -157,7 +195,10 @@ impl DeviceContext {
         launches: LaunchFn,
     ) -> Result<(), Error> {
         if inputs.len() != self.inputs.len() {
-            return Err(Error::InputCount { expected: self.inputs.len(), got: inputs.len() });
+            return Err(Error::InputCount {
+                expected: self.inputs.len(),
+                got: inputs.len(),
+            });
         }
         if outputs.len() != output_regions.len() {
             return Err(Error::Cuda(format!(
@@ -166,10 +207,11 @@ impl DeviceContext {
                 outputs.len()
             )));
         }
+        self.current.copy_from_slice(&self.staging);
         for (host, dev) in inputs.iter().zip(&mut self.inputs) {
-            if host.len() > dev.len() {
+            if host.len() != dev.len() {
                 return Err(Error::Cuda(format!(
-                    "input of {} elements does not fit its {}-element buffer",
+                    "input of {} elements given for a {}-element input",
                     host.len(),
                     dev.len()
                 )));
@@ -192,12 +234,61 @@ impl DeviceContext {
                 .memcpy_dtoh(&view, &mut **out)
                 .map_err(|e| driver("copying an output to the host", e))?;
         }
-        self.stream.synchronize().map_err(|e| driver("running the model", e))
+        self.stream
+            .synchronize()
+            .map_err(|e| driver("running the model", e))
+    }
+
+    /// Runs on inputs already on the device, in [`Self::stream`]'s order, without
+    /// copying them; the outputs stay in the arena ([`Self::output`]). Returns once
+    /// the work is enqueued.
+    pub fn run_device(
+        &mut self,
+        model: &DeviceModel,
+        inputs: &[&CudaSlice<f32>],
+        launches: LaunchFn,
+    ) -> Result<(), Error> {
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::InputCount {
+                expected: self.inputs.len(),
+                got: inputs.len(),
+            });
+        }
+        for ((slot, given), staging) in self.current.iter_mut().zip(inputs).zip(&self.staging) {
+            if given.len() * 4 != staging.1 {
+                return Err(Error::Cuda(format!(
+                    "device input of {} elements given for a {}-element input",
+                    given.len(),
+                    staging.1 / 4
+                )));
+            }
+            *slot = (given.device_ptr(&self.stream).0, staging.1);
+        }
+        self.launch(model, launches)
+    }
+
+    /// An output region `(byte offset, elements)` of the arena, on the device.
+    pub fn output(&self, region: (usize, usize)) -> Result<CudaView<'_, f32>, Error> {
+        let (offset, len) = region;
+        let start = offset / 4;
+        if offset % 4 != 0 || start + len > self.arena.len() {
+            return Err(Error::Cuda(format!(
+                "output region {offset}+{len} lies outside the arena"
+            )));
+        }
+        Ok(self.arena.slice(start..start + len))
+    }
+
+    /// The stream this context enqueues everything on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 
     /// Enqueues the launches, through the captured graph when enabled.
     fn launch(&mut self, model: &DeviceModel, launches: LaunchFn) -> Result<(), Error> {
-        if self.use_graph && self.graph.is_none() {
+        if self.use_graph && (self.graph.is_none() || self.graph_inputs != self.current) {
+            self.graph = None;
+            self.graph_inputs.copy_from_slice(&self.current);
             self.stream
                 .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
                 .map_err(|e| driver("beginning graph capture", e))?;
@@ -207,10 +298,10 @@ impl DeviceContext {
                 .end_capture(sys::CUgraphInstantiate_flags(0))
                 .map_err(|e| driver("ending graph capture", e))?;
             run?;
-            self.graph = graph;
+            self.graph = graph.map(Graph);
         }
         match &self.graph {
-            Some(g) if self.use_graph => g.launch().map_err(|e| driver("launching the graph", e)),
+            Some(g) if self.use_graph => g.0.launch().map_err(|e| driver("launching the graph", e)),
             _ => launches(&mut self.launcher(model)),
         }
     }
@@ -218,21 +309,25 @@ impl DeviceContext {
     fn launcher<'a>(&'a self, model: &'a DeviceModel) -> DeviceLauncher<'a> {
         let (arena, _) = self.arena.device_ptr(&self.stream);
         let (weights, _) = model.weights.device_ptr(&self.stream);
-        let inputs = self
-            .inputs
-            .iter()
-            .map(|s| (s.device_ptr(&self.stream).0, s.len() * 4))
-            .collect();
         DeviceLauncher {
             model,
             blas: self.blas.as_ref(),
             stream: &self.stream,
             arena: (arena, self.arena.len() * 4),
             weights: (weights, model.weights.len() * 4),
-            inputs,
+            inputs: &self.current,
         }
     }
 }
+
+/// A captured graph that may move between threads with its context.
+struct Graph(CudaGraph);
+
+// SAFETY: cudarc leaves `CudaGraph` !Send only because it holds raw driver handles.
+// CUDA graph and graph-exec handles are not bound to the thread that created them
+// (`CudaGraph::launch` binds the context to the calling thread first); the graph is
+// reached only through `&mut DeviceContext`, so one thread uses it at a time.
+unsafe impl Send for Graph {}
 
 /// Resolves [`Ptr`]s to device addresses and enqueues launches on one stream.
 struct DeviceLauncher<'a> {
@@ -242,7 +337,7 @@ struct DeviceLauncher<'a> {
     /// (base address, bytes) of each region kind.
     arena: (u64, usize),
     weights: (u64, usize),
-    inputs: Vec<(u64, usize)>,
+    inputs: &'a [(u64, usize)],
 }
 
 impl DeviceLauncher<'_> {
@@ -257,20 +352,35 @@ impl DeviceLauncher<'_> {
             },
         };
         if offset >= len {
-            return Err(launch_error(step, kernel, format!("{p:?} lies outside its {len}-byte buffer")));
+            return Err(launch_error(
+                step,
+                kernel,
+                format!("{p:?} lies outside its {len}-byte buffer"),
+            ));
         }
         Ok(base + offset as u64)
     }
 }
 
 fn launch_error(step: &'static str, kernel: &'static str, message: String) -> Error {
-    Error::Launch { step, kernel, message }
+    Error::Launch {
+        step,
+        kernel,
+        message,
+    }
 }
 
 impl DeviceLauncher<'_> {
     /// One Gemm step through cuBLAS: a dense `C` is copied into the output first,
     /// because cuBLAS accumulates into its `C` in place.
-    fn cublas_gemm(&self, blas: &CudaBlas, step: &'static str, g: &SgemmArgs, p: &Gemm, ptrs: &Ptrs) -> Result<(), Error> {
+    fn cublas_gemm(
+        &self,
+        blas: &CudaBlas,
+        step: &'static str,
+        g: &SgemmArgs,
+        p: &Gemm,
+        ptrs: &Ptrs,
+    ) -> Result<(), Error> {
         const KERNEL: &str = "cublasSgemm";
         let err = |m: String| launch_error(step, KERNEL, m);
         let int = |v: usize| i32::try_from(v).map_err(|_| err(format!("{v} exceeds cuBLAS's int")));
@@ -282,11 +392,22 @@ impl DeviceLauncher<'_> {
             // SAFETY: both regions hold m·n f32 (the compiler planned the output with
             // that length and a dense C has those strides), on this context's stream.
             unsafe {
-                cudarc::driver::result::memcpy_dtod_async(y, c, p.m * p.n * 4, self.stream.cu_stream())
+                cudarc::driver::result::memcpy_dtod_async(
+                    y,
+                    c,
+                    p.m * p.n * 4,
+                    self.stream.cu_stream(),
+                )
             }
             .map_err(|e| err(format!("copying C: {e:?}")))?;
         }
-        let op = |t: bool| if t { blas_sys::cublasOperation_t::CUBLAS_OP_T } else { blas_sys::cublasOperation_t::CUBLAS_OP_N };
+        let op = |t: bool| {
+            if t {
+                blas_sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas_sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
         // cuBLAS's A is the ONNX B (see cuda::cublas).
         let (ca, cb) = if g.swapped { (b, a) } else { (a, b) };
         // SAFETY: the handle is bound to this context's stream; the addresses are
@@ -316,7 +437,13 @@ impl DeviceLauncher<'_> {
 }
 
 impl Launcher for DeviceLauncher<'_> {
-    fn gemm(&mut self, step: &'static str, p: &Gemm, launches: &Launches, ptrs: &Ptrs) -> Result<(), Error> {
+    fn gemm(
+        &mut self,
+        step: &'static str,
+        p: &Gemm,
+        launches: &Launches,
+        ptrs: &Ptrs,
+    ) -> Result<(), Error> {
         let has_c = ptrs.inputs[2] != Ptr::Null;
         match (self.blas, sgemm_args(p, has_c)) {
             (Some(blas), Some(g)) => self.cublas_gemm(blas, step, &g, p, ptrs),
@@ -329,7 +456,7 @@ impl Launcher for DeviceLauncher<'_> {
             .model
             .function(l.kernel)
             .ok_or_else(|| launch_error(step, l.kernel, "kernel not loaded".into()))?;
-        let mut inputs = [0u64; super::MAX_INPUTS];
+        let mut inputs = [0u64; crate::cuda::MAX_INPUTS];
         for (a, p) in inputs.iter_mut().zip(ptrs.inputs) {
             *a = self.address(step, l.kernel, p)?;
         }

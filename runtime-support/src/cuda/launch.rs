@@ -90,7 +90,12 @@ pub trait Launcher {
     }
 
     /// Runs every launch of one step.
-    fn launch_all(&mut self, step: &'static str, launches: &Launches, ptrs: &Ptrs) -> Result<(), Error> {
+    fn launch_all(
+        &mut self,
+        step: &'static str,
+        launches: &Launches,
+        ptrs: &Ptrs,
+    ) -> Result<(), Error> {
         for l in launches.as_slice() {
             self.launch(step, l, ptrs)?;
         }

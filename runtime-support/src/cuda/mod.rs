@@ -16,12 +16,21 @@
 //! (the planner aliases elementwise and row-wise steps in place): no `__restrict__` on
 //! pointers that may alias, and each element read before it is written by the same
 //! thread (row-wise kernels: the whole row read before any of it is written).
+//!
+//! The kernels' CUDA C sources are in [`sources`] (embedded for NVRTC, re-exported by
+//! [`geometry`] beside the kernel names).
 
 pub mod cublas;
 pub mod device;
+#[cfg(feature = "cuda-emulator")]
+pub mod emulator;
+pub mod geometry;
 pub mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+pub mod sources;
 
 pub use device::{DeviceContext, DeviceModel, LaunchFn};
-pub use launch::{KernelArgs, Launch, Launcher, Launches, MAX_FLOATS, MAX_INPUTS, MAX_INTS, Ptr, Ptrs};
+pub use launch::{
+    KernelArgs, Launch, Launcher, Launches, MAX_FLOATS, MAX_INPUTS, MAX_INTS, Ptr, Ptrs,
+};

@@ -58,8 +58,10 @@ pub fn ensure_loaded() -> Result<(), Error> {
 /// and the log even on success.
 pub fn compile(src: &str, name: &str, options: &[String]) -> Result<Compiled, Error> {
     ensure_loaded()?;
-    let c_src = CString::new(src).map_err(|_| Error::Cuda(format!("{name}: NUL byte in source")))?;
-    let c_name = CString::new(name).map_err(|_| Error::Cuda(format!("{name}: NUL byte in name")))?;
+    let c_src =
+        CString::new(src).map_err(|_| Error::Cuda(format!("{name}: NUL byte in source")))?;
+    let c_name =
+        CString::new(name).map_err(|_| Error::Cuda(format!("{name}: NUL byte in name")))?;
     for o in options {
         if o.contains('\0') {
             return Err(Error::Cuda(format!("{name}: NUL byte in option {o:?}")));

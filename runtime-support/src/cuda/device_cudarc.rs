@@ -341,9 +341,25 @@ struct DeviceLauncher<'a> {
 }
 
 impl DeviceLauncher<'_> {
-    fn address(&self, step: &'static str, kernel: &'static str, p: Ptr) -> Result<u64, Error> {
+    /// The device address of `p`, checked to hold `elements` f32 inside its buffer
+    /// (a null pointer is allowed only where `optional`).
+    fn address(
+        &self,
+        step: &'static str,
+        kernel: &'static str,
+        p: Ptr,
+        elements: usize,
+        optional: bool,
+    ) -> Result<u64, Error> {
         let (base, len, offset) = match p {
-            Ptr::Null => return Ok(0),
+            Ptr::Null if optional || elements == 0 => return Ok(0),
+            Ptr::Null => {
+                return Err(launch_error(
+                    step,
+                    kernel,
+                    "a required tensor is missing".into(),
+                ));
+            }
             Ptr::Arena(o) => (self.arena.0, self.arena.1, o),
             Ptr::Weights(o) => (self.weights.0, self.weights.1, o),
             Ptr::Input(i) => match self.inputs.get(i) {
@@ -351,11 +367,12 @@ impl DeviceLauncher<'_> {
                 None => return Err(launch_error(step, kernel, format!("no input {i}"))),
             },
         };
-        if offset >= len {
+        let end = elements.checked_mul(4).and_then(|b| b.checked_add(offset));
+        if end.is_none_or(|end| end > len) {
             return Err(launch_error(
                 step,
                 kernel,
-                format!("{p:?} lies outside its {len}-byte buffer"),
+                format!("{p:?} with {elements} elements lies outside its {len}-byte buffer"),
             ));
         }
         Ok(base + offset as u64)
@@ -384,11 +401,11 @@ impl DeviceLauncher<'_> {
         const KERNEL: &str = "cublasSgemm";
         let err = |m: String| launch_error(step, KERNEL, m);
         let int = |v: usize| i32::try_from(v).map_err(|_| err(format!("{v} exceeds cuBLAS's int")));
-        let a = self.address(step, KERNEL, ptrs.inputs[0])?;
-        let b = self.address(step, KERNEL, ptrs.inputs[1])?;
-        let y = self.address(step, KERNEL, ptrs.out)?;
+        let a = self.address(step, KERNEL, ptrs.inputs[0], p.m * p.k, false)?;
+        let b = self.address(step, KERNEL, ptrs.inputs[1], p.k * p.n, false)?;
+        let y = self.address(step, KERNEL, ptrs.out, p.m * p.n, false)?;
         if g.beta != 0.0 {
-            let c = self.address(step, KERNEL, ptrs.inputs[2])?;
+            let c = self.address(step, KERNEL, ptrs.inputs[2], p.m * p.n, false)?;
             // SAFETY: both regions hold m·n f32 (the compiler planned the output with
             // that length and a dense C has those strides), on this context's stream.
             unsafe {
@@ -456,14 +473,23 @@ impl Launcher for DeviceLauncher<'_> {
             .model
             .function(l.kernel)
             .ok_or_else(|| launch_error(step, l.kernel, "kernel not loaded".into()))?;
+        // Every pointer is checked against what the kernel may touch through it, so a
+        // wrong offset is an error here rather than a stray device write.
+        let ext = geometry::extents(l).ok_or_else(|| {
+            launch_error(
+                step,
+                l.kernel,
+                "arguments no geometry builder produces".into(),
+            )
+        })?;
         let mut inputs = [0u64; crate::cuda::MAX_INPUTS];
-        for (a, p) in inputs.iter_mut().zip(ptrs.inputs) {
-            *a = self.address(step, l.kernel, p)?;
+        for (i, (a, p)) in inputs.iter_mut().zip(ptrs.inputs).enumerate() {
+            *a = self.address(step, l.kernel, p, ext.inputs[i], ext.optional[i])?;
         }
         let args = KernelArgs {
-            out: self.address(step, l.kernel, ptrs.out)?,
+            out: self.address(step, l.kernel, ptrs.out, ext.out, false)?,
             inputs,
-            scratch: self.address(step, l.kernel, ptrs.scratch)?,
+            scratch: self.address(step, l.kernel, ptrs.scratch, 0, true)?,
             ints: l.ints,
             floats: l.floats,
         };

@@ -16,7 +16,13 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
-echo "== cargo clippy --workspace --all-targets --release -- -D warnings"
-cargo clippy --workspace --all-targets --release -- -D warnings
-echo "== cargo test --workspace --release"
-cargo test --workspace --release
+# --all-features turns on kiln-runtime's `cuda` (cudarc, NVRTC checks) and
+# `cuda-emulator` (the .cu kernels compiled as C++ and run on the CPU).
+echo "== cargo clippy --workspace --all-targets --release --all-features -- -D warnings"
+cargo clippy --workspace --all-targets --release --all-features -- -D warnings
+echo "== cargo clippy -p kiln-runtime --release -- -D warnings (no features)"
+cargo clippy -p kiln-runtime --release -- -D warnings
+echo "== cargo test --workspace --release --all-features"
+cargo test --workspace --release --all-features
+echo "== the CUDA emulator tests under AddressSanitizer"
+scripts/cuda-emu-asan.sh

@@ -60,11 +60,12 @@ fn main() {
             writeln!(
                 table,
                 "    ZooModel {{ name: \"{name}\", dir: {dir:?}, random: {random}, arena_bytes: {name}::ARENA_BYTES, \
-                 lower_bound_bytes: {lb}, naive_bytes: {naive}, inputs: &{name}::INPUTS, outputs: &{name}::OUTPUTS, \
+                 lower_bound_bytes: {lb}, in_place_lower_bound_bytes: {in_place_lb}, naive_bytes: {naive}, inputs: &{name}::INPUTS, outputs: &{name}::OUTPUTS, \
                  weights: concat!(env!(\"OUT_DIR\"), \"/{name}.weights.bin\"), run: run_{name} }},",
                 dir = path_str(&dir),
                 random = !variant.is_empty(),
                 lb = compiled.plan.lower_bound_bytes,
+                in_place_lb = compiled.plan.in_place_lower_bound_bytes,
                 naive = compiled.plan.naive_bytes,
             )
             .unwrap();

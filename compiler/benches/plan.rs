@@ -7,9 +7,11 @@
 //! Each row gives the median time of every strategy alone (liveness, conflict index
 //! and validation included, as `plan_with` runs them) and of `plan` with all of them;
 //! the issue's goal is 10k buffers under 50 ms and 100k under 1 s, total. Then, when
-//! `testdata/` exists, each zoo model's naive size, every strategy's arena, the best,
-//! the liveness lower bound and the planning time. `KILN_PLAN_BENCH_RUNS` sets the
-//! runs per median (default 5).
+//! `testdata/` exists, each zoo model's naive size, every strategy's arena without
+//! in-place aliasing, the best of those, the best with in-place aliases (the plan
+//! Kiln compiles), the liveness lower bound (without aliasing: the reference), the
+//! bound with the aliases, best / bound and the planning time, and the geometric mean
+//! of best / bound. `KILN_PLAN_BENCH_RUNS` sets the runs per median (default 5).
 
 use std::path::Path;
 use std::time::Instant;
@@ -64,8 +66,8 @@ fn synthetic(runs: usize, make: Family) {
                 let greedy = p
                     .strategies
                     .iter()
-                    .filter(|(name, _)| name.starts_with("greedy"))
-                    .map(|&(_, arena)| arena)
+                    .filter(|t| t.strategy.starts_with("greedy"))
+                    .map(|t| t.arena_bytes)
                     .min()
                     .unwrap_or(0);
                 line += &format!(
@@ -107,12 +109,18 @@ fn zoo(runs: usize) {
         .collect();
     models.sort();
     let mib = |b: usize| format!("{:.3}", b as f64 / (1024.0 * 1024.0));
-    println!("Zoo models: arena MiB per strategy (random.onnx, default options), plan() ms");
+    println!(
+        "Zoo models: arena MiB per strategy without aliasing, the best of them, the best with \
+         in-place aliases, the bounds without and with them (random.onnx, default options), plan() ms"
+    );
     let mut header = format!("{:<13} {:>8} {:>8}", "model", "buffers", "naive");
     for s in Strategy::ALL {
         header += &format!(" {:>17}", s.name());
     }
-    header += &format!(" {:>8} {:>8} {:>8} {:>8}", "best", "bound", "best/LB", "ms");
+    header += &format!(
+        " {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "no alias", "in place", "bound", "IP bound", "best/LB", "ms"
+    );
     println!("{header}");
     let mut log_sum = 0.0;
     let mut count = 0;
@@ -130,24 +138,35 @@ fn zoo(runs: usize) {
         let p = &compiled.plan;
         let buffers = compiled.plan_input.buffers.len();
         let mut line = format!("{name:<13} {buffers:>8} {:>8}", mib(p.naive_bytes));
+        let unaliased = |s: &str| {
+            p.strategies
+                .iter()
+                .find(|t| t.strategy == s && !t.in_place)
+                .map(|t| t.arena_bytes)
+        };
         for s in Strategy::ALL {
-            let arena = p.strategies.iter().find(|(n, _)| *n == s.name());
-            line += &format!(" {:>17}", arena.map_or("-".into(), |&(_, a)| mib(a)));
+            line += &format!(" {:>17}", unaliased(s.name()).map_or("-".into(), mib));
         }
+        let no_alias = Strategy::ALL
+            .iter()
+            .filter_map(|s| unaliased(s.name()))
+            .min();
         let ratio = p.arena_bytes as f64 / p.lower_bound_bytes.max(1) as f64;
         log_sum += ratio.ln();
         count += 1;
         let ms = median_ms(runs, || plan(&compiled.plan_input).map(|p| p.arena_bytes));
         line += &format!(
-            " {:>8} {:>8} {ratio:>8.3} {ms:>8.2}",
+            " {:>8} {:>8} {:>8} {:>8} {ratio:>8.3} {ms:>8.2}",
+            no_alias.map_or("-".into(), mib),
             mib(p.arena_bytes),
-            mib(p.lower_bound_bytes)
+            mib(p.lower_bound_bytes),
+            mib(p.in_place_lower_bound_bytes),
         );
         println!("{line}");
     }
     if count > 0 {
         println!(
-            "geometric mean of best / lower bound over {count} models: {:.3}",
+            "geometric mean of best (in place) / lower bound (without aliasing) over {count} models: {:.3}",
             (log_sum / count as f64).exp()
         );
     }

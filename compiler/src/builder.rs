@@ -54,6 +54,8 @@ impl Builder {
         self
     }
 
+    /// What the module runs on: [`Target::Cpu`] (the default) or [`Target::Cuda`]
+    /// (kernel launches through `kiln_runtime::cuda`).
     pub fn target(mut self, target: Target) -> Self {
         self.options.target = target;
         self

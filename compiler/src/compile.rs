@@ -6,15 +6,43 @@ use std::path::{Path, PathBuf};
 
 use crate::codegen::{self, CodegenOptions, WeightsMode};
 use crate::error::Error;
-use crate::lower::{self, Operand, Program};
-use crate::plan::{self, BufferRequest, MemoryPlan, PlanInput};
+use crate::lower::{self, Operand, Program, Step};
+use crate::plan::{self, BufferId, BufferRequest, MemoryPlan, PlanInput};
 use crate::{infer, load, passes};
 
 /// The code generation target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
+    /// Straight-line calls into `kiln_runtime::kernels` (the default).
     #[default]
     Cpu,
+    /// Straight-line CUDA kernel launches through `kiln_runtime::cuda` (a GPU at run
+    /// time, with the runtime's `cuda` feature).
+    Cuda,
+}
+
+impl Target {
+    /// The name the CLI and `include_model!` use: `cpu` or `cuda`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Cpu => "cpu",
+            Target::Cuda => "cuda",
+        }
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "cpu" => Ok(Target::Cpu),
+            "cuda" => Ok(Target::Cuda),
+            _ => Err(Error::Options(format!(
+                "unknown target `{s}`; expected `cpu` or `cuda`"
+            ))),
+        }
+    }
 }
 
 /// Everything a compile can be told.
@@ -185,7 +213,11 @@ pub fn compile_bytes(
     let dims: HashMap<String, Vec<usize>> = opts.input_dims.iter().cloned().collect();
     infer::infer(&mut graph, &dims)?;
     passes::run(&mut graph)?;
-    let program = lower::lower(&graph)?;
+    let mut program = lower::lower(&graph)?;
+    if opts.target == Target::Cuda {
+        // The CUDA kernels need no scratch (convolution is an implicit GEMM).
+        drop_scratch(&mut program);
+    }
     let plan_input = plan_input(&program, opts.alignment);
     let plan = plan::plan(&plan_input)?;
     let weights: Vec<u8> = program
@@ -225,6 +257,7 @@ pub fn compile_bytes(
     };
     let code = match opts.target {
         Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
+        Target::Cuda => codegen::cuda::emit(&program, &plan, &cg)?,
     };
     Ok(Compiled {
         name,
@@ -235,6 +268,42 @@ pub fn compile_bytes(
         plan_input,
         plan,
     })
+}
+
+/// Removes every step's kernel scratch buffer, renumbering the other buffers.
+fn drop_scratch(program: &mut Program) {
+    let mut map: Vec<Option<BufferId>> = Vec::with_capacity(program.buffers.len());
+    let mut kept = 0;
+    for b in &program.buffers {
+        map.push((!b.scratch).then(|| {
+            kept += 1;
+            BufferId(kept - 1)
+        }));
+    }
+    let new = |b: BufferId| map[b.index()].expect("a scratch buffer only as scratch");
+    program.buffers.retain(|b| !b.scratch);
+    for step in &mut program.steps {
+        // Exhaustive, so a new buffer-bearing field cannot be missed here.
+        let Step {
+            node: _,
+            op_type: _,
+            kernel: _,
+            inputs,
+            output,
+            scratch,
+            in_place: _, // positions in `inputs`, unchanged
+        } = step;
+        *output = new(*output);
+        *scratch = None;
+        for op in inputs {
+            if let Operand::Buffer(b) = op {
+                *b = new(*b);
+            }
+        }
+    }
+    for (_, b) in &mut program.outputs {
+        *b = new(*b);
+    }
 }
 
 /// A 64-bit hash naming a content-addressed weights file: a multiply-xorshift over
@@ -293,10 +362,12 @@ fn sanitize_name(s: &str) -> String {
 
 /// The planner's view of a program: one request per buffer, with the steps that write
 /// and read it. A buffer written again by a later step (in-place accumulation) counts
-/// that step as a use.
+/// that step as a use. The step that first writes a buffer names the inputs it could
+/// write it over ([`crate::lower::Step::in_place`]).
 pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
     let mut input = PlanInput::new(program.steps.len());
     input.alignment = alignment;
+    input.views = program.views.clone();
     input.step_names = program
         .steps
         .iter()
@@ -304,12 +375,23 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
         .collect();
     let mut def: Vec<Option<usize>> = vec![None; program.buffers.len()];
     let mut uses: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
+    let mut in_place_of: Vec<Vec<BufferId>> = vec![Vec::new(); program.buffers.len()];
     for (i, s) in program.steps.iter().enumerate() {
         for b in std::iter::once(s.output).chain(s.scratch) {
             match def[b.index()] {
                 None => def[b.index()] = Some(i),
                 Some(_) => uses[b.index()].push(i),
             }
+        }
+        if def[s.output.index()] == Some(i) {
+            in_place_of[s.output.index()] = s
+                .in_place
+                .iter()
+                .filter_map(|&k| match s.inputs.get(k) {
+                    Some(&Operand::Buffer(b)) => Some(b),
+                    _ => None,
+                })
+                .collect();
         }
         for op in &s.inputs {
             if let Operand::Buffer(b) = op {
@@ -330,7 +412,10 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
         } else {
             BufferRequest::new(b.name.clone(), size, d, std::mem::take(&mut uses[i]))
         };
-        input.push(req);
+        input.push(BufferRequest {
+            in_place_of: std::mem::take(&mut in_place_of[i]),
+            ..req
+        });
     }
     input
 }

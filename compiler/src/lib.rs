@@ -10,6 +10,7 @@ pub mod builder;
 pub mod codegen;
 mod compile;
 mod error;
+pub mod in_place;
 pub mod infer;
 pub mod ir;
 pub mod load;

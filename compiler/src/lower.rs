@@ -61,6 +61,10 @@ pub struct Step {
     pub output: BufferId,
     /// Kernel scratch, planned as a buffer living for this step only.
     pub scratch: Option<BufferId>,
+    /// Positions in `inputs` of the buffers this step's kernel could write its output
+    /// over, in order of preference ([`crate::in_place`]); the planner keeps at most
+    /// one, where that input dies here ([`crate::plan::MemoryPlan::alias_of`]).
+    pub in_place: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +101,9 @@ pub struct Program {
     pub inputs: Vec<Io>,
     /// Each output and the buffer holding it after `run`.
     pub outputs: Vec<(Io, BufferId)>,
+    /// ONNX values that are views (Reshape, Flatten, ...) of a planned buffer, by
+    /// name: they share its bytes and need none of their own.
+    pub views: Vec<(String, BufferId)>,
 }
 
 /// Lowers an inferred, optimised graph.
@@ -111,6 +118,7 @@ pub fn lower(graph: &Graph) -> Result<Program, Error> {
             weight_entries: Vec::new(),
             inputs: Vec::new(),
             outputs: Vec::new(),
+            views: Vec::new(),
         },
         operands: HashMap::new(),
     };
@@ -137,6 +145,7 @@ pub fn lower(graph: &Graph) -> Result<Program, Error> {
         })?;
     }
     l.outputs()?;
+    crate::in_place::mark(&mut l.program);
     Ok(l.program)
 }
 
@@ -223,6 +232,7 @@ impl Lowering<'_> {
             inputs,
             output,
             scratch,
+            in_place: Vec::new(),
         });
     }
 
@@ -246,6 +256,9 @@ impl Lowering<'_> {
         if node.op.is_view() {
             let src = self.operand(node.input(0).ok_or("input 0 is missing")?)?;
             self.operands.insert(node.outputs[0], src);
+            if let Operand::Buffer(b) = src {
+                self.program.views.push((out_value.name.clone(), b));
+            }
             return Ok(());
         }
         let x_shape = self.shape(node.input(0))?.to_vec();
@@ -553,6 +566,7 @@ impl Lowering<'_> {
                         inputs: vec![src],
                         output: b,
                         scratch: None,
+                        in_place: Vec::new(),
                     });
                     b
                 }

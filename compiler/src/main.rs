@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-use kiln_compiler::{Error, Options, WeightsMode, compile, parse_input_spec};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use kiln_compiler::{Error, Options, Target, WeightsMode, compile, parse_input_spec};
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +38,10 @@ enum Command {
         /// Path of the runtime crate in the generated code.
         #[arg(long, default_value = "::kiln_runtime", value_name = "PATH")]
         runtime_path: String,
+        /// What the generated module runs on: `cpu` (calls into kiln_runtime's kernels)
+        /// or `cuda` (kernel launches on an NVIDIA GPU through kiln_runtime::cuda).
+        #[arg(long, value_enum, default_value_t = TargetArg::Cpu, value_name = "TARGET")]
+        target: TargetArg,
     },
     /// Print the memory plan: every tensor's offset and lifetime, naive size, liveness
     /// lower bound, arena size and saving.
@@ -54,6 +58,22 @@ enum Command {
     /// Compile MODEL, build it with cargo (cached), run it on .npy inputs and print
     /// its outputs and latency.
     Run(kiln_compiler::runner::RunArgs),
+}
+
+/// `--target`, as clap lists it.
+#[derive(Clone, Copy, ValueEnum)]
+enum TargetArg {
+    Cpu,
+    Cuda,
+}
+
+impl From<TargetArg> for Target {
+    fn from(t: TargetArg) -> Self {
+        match t {
+            TargetArg::Cpu => Target::Cpu,
+            TargetArg::Cuda => Target::Cuda,
+        }
+    }
 }
 
 /// Options every subcommand that compiles takes.
@@ -112,10 +132,12 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             name,
             weights_at_runtime,
             runtime_path,
+            target,
         } => {
             let mut opts = model.options()?;
             opts.name = name;
             opts.runtime_path = runtime_path;
+            opts.target = target.into();
             if weights_at_runtime {
                 opts.weights = WeightsMode::File;
             }

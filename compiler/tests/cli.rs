@@ -178,6 +178,44 @@ fn compile_weights_at_runtime() {
     assert!(dir.join("tiny.weights.bin").exists());
 }
 
+/// `--target cuda` writes the CUDA module (kernel launches); an unknown target is a
+/// usage error listing the known ones.
+#[test]
+fn compile_target_cuda() {
+    let dir = TempDir::new("cli-cuda");
+    let model = write_model(dir.path(), false);
+    let o = kiln(&[
+        "compile",
+        s(&model),
+        "--out-dir",
+        s(dir.path()),
+        "--target",
+        "cuda",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let code = std::fs::read_to_string(dir.join("tiny.rs")).unwrap();
+    syn::parse_file(&code).expect("tiny.rs parses");
+    assert!(code.contains("for the CUDA target"), "{code}");
+    assert!(code.contains("pub fn launch_all<"), "{code}");
+    assert!(code.contains("include_bytes!(\"tiny.weights.bin\")"));
+
+    let o = kiln(&[
+        "compile",
+        s(&model),
+        "--out-dir",
+        s(dir.path()),
+        "--target",
+        "tpu",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+    let err = stderr(&o);
+    assert!(err.contains("invalid value 'tpu'"), "{err}");
+    assert!(err.contains("[possible values: cpu, cuda]"), "{err}");
+
+    let help = stdout(&kiln(&["compile", "--help"]));
+    assert!(help.contains("--target <TARGET>"), "{help}");
+}
+
 /// A model with a symbolic dim fails without `--input` (naming the input, the dim and
 /// the flag) and compiles with `--input x=2x3x8x8`.
 #[test]

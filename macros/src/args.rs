@@ -188,10 +188,11 @@ impl Args {
                 if self.target.is_some() {
                     return Err(twice());
                 }
-                const WHAT: &str = "a code generation target: `cpu` (the only one today)";
+                const WHAT: &str = "a code generation target: `cpu` (the default) or `cuda`";
                 let target: Ident = raw.value(WHAT)?;
                 self.target = Some(match target.to_string().as_str() {
                     "cpu" => Target::Cpu,
+                    "cuda" => Target::Cuda,
                     t => {
                         return Err(syn::Error::new(
                             target.span(),

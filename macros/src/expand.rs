@@ -262,6 +262,7 @@ fn stub(args: &Args, errors: syn::Error) -> TokenStream {
             pub type Context = #failed;
             pub type Inputs<'a> = #stub<#failed>;
             pub type Outputs<'a> = #failed;
+            pub type OutputsMut<'a> = #stub<#failed>;
             pub const ARENA_BYTES: usize = 0;
             pub const WEIGHTS_BYTES: usize = 0;
             pub const WEIGHTS_FILE: &str = "";
@@ -269,6 +270,8 @@ fn stub(args: &Args, errors: syn::Error) -> TokenStream {
             pub const N_OUTPUTS: usize = 0;
             pub const INPUTS: [#failed; 0] = [];
             pub const OUTPUTS: [#failed; 0] = [];
+            pub const OUTPUT_REGIONS: [#failed; 0] = [];
+            pub const KERNELS: &[&str] = &[];
         }
     }
 }

@@ -23,7 +23,8 @@
 //!     alignment = BYTES                arena offset alignment (default 256; a power of two, 4..=256)
 //!     weights = embed | runtime        embed (default): in the binary, `Model::new()`;
 //!                                      runtime: `Model::load(path)` reads a weights file
-//!     target = cpu                     code generation target (the only one today)
+//!     target = cpu | cuda              code generation target (default cpu); cuda: kernel
+//!                                      launches through kiln_runtime::cuda (see below)
 //!     runtime = PATH                   the kiln-runtime crate's path in the generated code
 //!                                      (default `::kiln_runtime`)
 //! ```
@@ -38,6 +39,12 @@
 //! generated code calls the runtime crate, so **the calling crate must depend on
 //! `kiln-runtime`** (a proc-macro crate cannot re-export it), or name a re-export of it
 //! with `runtime = ...`.
+//!
+//! With `target = cuda` the module launches CUDA kernels instead: `Model::new(ordinal)`
+//! (or `load(ordinal, path)`) uploads the weights to that GPU, `Context::new(&model)?`
+//! holds the device arena, and `model.run(&mut ctx, Inputs { .. }, OutputsMut { .. })`
+//! copies host slices in and out. It needs `kiln-runtime`'s `cuda` feature at run time;
+//! without it (or without a GPU) `Model::new` returns an error.
 //!
 //! # Weights and rebuilds
 //!

@@ -4,6 +4,11 @@
 //! step borrows the regions it writes mutably and the regions it reads shared; the
 //! split below is written with `split_at_mut` only, so a wrong offset becomes an
 //! [`Error::Region`] instead of aliasing `&mut` borrows.
+//!
+//! A step the planner put in place (its output over an input that dies there, for an
+//! elementwise or row-wise kernel) borrows only its output, through
+//! [`Arena::regions_in_place`], and calls the kernel's in-place form, which reads each
+//! element of that region before writing it.
 
 use crate::Error;
 
@@ -67,6 +72,29 @@ impl Arena {
         refs: [Region; R],
     ) -> Result<Borrowed<'_, M, R>, Error> {
         split_regions(self.as_f32_mut(), step, muts, refs)
+    }
+
+    /// [`Arena::regions`] for a step that writes `muts[0]` over its input `input` (an
+    /// in-place kernel, which reads the input through `muts[0]`, so `input` is not
+    /// borrowed). The two must be the very same region: a plan that put them apart is
+    /// an [`Error::Region`], not a kernel reading bytes that are not its input.
+    pub fn regions_in_place<const M: usize, const R: usize>(
+        &mut self,
+        step: &'static str,
+        muts: [Region; M],
+        refs: [Region; R],
+        input: Region,
+    ) -> Result<Borrowed<'_, M, R>, Error> {
+        if muts.first() != Some(&input) {
+            let (offset, len) = input;
+            return Err(Error::Region {
+                step,
+                offset,
+                end: offset.saturating_add(len.saturating_mul(4)),
+                problem: "is read in place but is not the region this step writes",
+            });
+        }
+        self.regions(step, muts, refs)
     }
 }
 
@@ -209,6 +237,23 @@ mod tests {
         assert!(a.regions("t", [(1020, 2)], []).is_err());
         assert!(a.regions("t", [(2, 1)], []).is_err());
         assert!(a.regions("t", [], [(usize::MAX - 3, 4)]).is_err());
+    }
+
+    #[test]
+    fn in_place_input_must_be_the_written_region() {
+        let mut a = Arena::new(1024);
+        let ([y], [r]) = a
+            .regions_in_place("relu", [(256, 64)], [(0, 8)], (256, 64))
+            .unwrap();
+        assert_eq!((y.len(), r.len()), (64, 8));
+        for input in [(0, 64), (256, 63), (512, 64)] {
+            let e = a
+                .regions_in_place("relu", [(256, 64)], [], input)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("read in place"), "{e}");
+        }
+        assert!(a.regions_in_place("t", [], [], (0, 0)).is_err());
     }
 
     #[test]

@@ -215,6 +215,21 @@ fn every_kernel(b: &mut Buffers) -> Vec<(&'static str, usize)> {
     count("batch_norm", &mut || {
         batch_norm(&bn, &x[..64 * 784], v, v, v, v, &mut y[..64 * 784])
     });
+    count("batch_norm_inplace", &mut || {
+        batch_norm_inplace(&bn, v, v, v, v, &mut y[..64 * 784])
+    });
+    let affine = ChannelAffine {
+        n: 1,
+        c: 64,
+        inner: 784,
+        activation: Activation::Relu,
+    };
+    count("channel_affine", &mut || {
+        channel_affine(&affine, &x[..64 * 784], v, v, &mut y[..64 * 784])
+    });
+    count("channel_affine_inplace", &mut || {
+        channel_affine_inplace(&affine, v, v, &mut y[..64 * 784])
+    });
     count("unary", &mut || {
         unary(Unary::Sigmoid, &x[..4096], &mut y[..4096])
     });
@@ -238,6 +253,14 @@ fn every_kernel(b: &mut Buffers) -> Vec<(&'static str, usize)> {
     });
     count("binary_inplace", &mut || {
         binary_inplace(Binary::Mul, &bc, &mut y[..64 * 784], &w[..64])
+    });
+    let bc_b = Broadcast {
+        a_strides: bc.b_strides,
+        b_strides: bc.a_strides,
+        ..bc
+    };
+    count("binary_inplace_b", &mut || {
+        binary_inplace_b(Binary::Sub, &bc_b, &w[..64], &mut y[..64 * 784])
     });
     for kind in [
         PoolKind::Max,
@@ -288,6 +311,10 @@ fn every_kernel(b: &mut Buffers) -> Vec<(&'static str, usize)> {
         };
         let n = outer * len * inner;
         count("softmax", &mut || softmax(&s, &x[..n], &mut y[..n]));
+        let s = Softmax { log: true, ..s };
+        count("log softmax_inplace", &mut || {
+            softmax_inplace(&s, &mut y[..n])
+        });
     }
     count("concat", &mut || {
         concat(

@@ -14,7 +14,10 @@ pub struct ZooModel {
     /// The variant with seeded random weights (compared with onnxruntime).
     pub random: bool,
     pub arena_bytes: usize,
+    /// The liveness lower bound without in-place aliasing.
     pub lower_bound_bytes: usize,
+    /// The bound with the plan's in-place aliases (at most `lower_bound_bytes`).
+    pub in_place_lower_bound_bytes: usize,
     pub naive_bytes: usize,
     pub inputs: &'static [kiln_runtime::TensorInfo],
     pub outputs: &'static [kiln_runtime::TensorInfo],

@@ -5,10 +5,16 @@
 //! [`MemoryPlan`]: one aligned offset per buffer such that two buffers that are live
 //! at the same step never share a byte.
 //!
+//! A buffer may name inputs its writer could overwrite ([`BufferRequest::in_place_of`]:
+//! elementwise and row-wise kernels); where such an input dies at that step, the
+//! planner puts the output over it (in place), and the two share bytes.
+//!
 //! One pass per module, each with one entry point:
 //!
 //! 1. [`liveness::analyze`] — lifetimes, aligned sizes, the naive total and the
 //!    liveness lower bound (no arena without aliasing can be smaller).
+//!    [`alias::choose`] keeps the legal in-place candidates and [`alias::merge`] makes
+//!    every chain of them one block; the strategies place blocks.
 //! 2. [`interference`] — which buffers conflict: adjacency lists built by a sweep
 //!    line when the edges are few (as in real models), else a segment tree over
 //!    time queried on demand; never an O(n²) matrix.
@@ -16,8 +22,8 @@
 //!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners),
 //!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end), and
 //!    [`improve::local_search`] (the better greedy order, improved by a bounded
-//!    local search). The smallest arena wins; ties go to the first in
-//!    [`Strategy::ALL`].
+//!    local search), each with the in-place aliases and without them. The smallest
+//!    arena wins; ties go to in place, then to the first in [`Strategy::ALL`].
 //! 4. [`validate::validate`] — an independent checker run on every candidate.
 //! 5. [`report`] — a text table and a JSON document for humans and tools;
 //!    [`svg::svg`] — the arena as a picture (time × offset).
@@ -25,11 +31,13 @@
 //! Invariants of a returned plan (checked by the validator): every offset is a
 //! multiple of `alignment`; every buffer lies inside `arena_bytes`; `arena_bytes`
 //! is exactly the largest end; two buffers whose inclusive lifetimes intersect
-//! occupy disjoint byte ranges; zero-size buffers sit at offset 0 and conflict
-//! with nothing.
+//! occupy disjoint byte ranges, unless one is the legal in-place alias of the other
+//! ([`MemoryPlan::alias_of`]), and then they occupy the very same bytes; zero-size
+//! buffers sit at offset 0 and conflict with nothing.
 
 use std::fmt;
 
+pub mod alias;
 pub mod improve;
 pub mod interference;
 pub mod liveness;
@@ -42,6 +50,8 @@ pub mod validate;
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod simulate;
 #[cfg(test)]
 mod testutil;
 
@@ -86,6 +96,10 @@ pub struct BufferRequest {
     pub live_to_end: bool,
     /// Kernel scratch: lives only during `def`.
     pub scratch: bool,
+    /// Buffers the step `def` may write this one over, in order of preference: its
+    /// kernel reads each element of such an input before writing the same element of
+    /// the output. The planner keeps one where it is legal ([`alias`]).
+    pub in_place_of: Vec<BufferId>,
 }
 
 impl BufferRequest {
@@ -98,6 +112,7 @@ impl BufferRequest {
             uses,
             live_to_end: false,
             scratch: false,
+            in_place_of: Vec::new(),
         }
     }
 
@@ -128,6 +143,9 @@ pub struct PlanInput {
     pub buffers: Vec<BufferRequest>,
     /// Power of two, [`DEFAULT_ALIGNMENT`] unless the target needs more.
     pub alignment: usize,
+    /// Names that are views of a buffer (reshapes: same bytes, no memory of their
+    /// own), for reports only; planning ignores them.
+    pub views: Vec<(String, BufferId)>,
 }
 
 impl PlanInput {
@@ -138,6 +156,7 @@ impl PlanInput {
             step_names: Vec::new(),
             buffers: Vec::new(),
             alignment: DEFAULT_ALIGNMENT,
+            views: Vec::new(),
         }
     }
 
@@ -162,7 +181,8 @@ impl PlanInput {
 /// An inclusive range of steps during which a buffer's bytes must be kept.
 ///
 /// Inclusive on both ends because an output written at step `s` and an input
-/// last read at step `s` are both in use while `s` runs (no in-place reuse).
+/// last read at step `s` are both in use while `s` runs; only a recorded in-place
+/// alias lets the two share bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lifetime {
     pub first: usize,
@@ -224,16 +244,43 @@ pub struct MemoryPlan {
     pub lower_bound_bytes: usize,
     /// The first step where `lower_bound_bytes` is reached (None when it is 0).
     pub peak_step: Option<usize>,
+    /// Per [`BufferId`]: the buffer it is written over in place (same offset; that
+    /// input dies at the step that writes this one), or None.
+    pub alias_of: Vec<Option<BufferId>>,
+    /// max over steps of the aligned bytes live at that step, a buffer and the one it
+    /// is written over counting once: no arena with these aliases can be smaller.
+    /// Equal to `lower_bound_bytes` without aliases.
+    pub in_place_lower_bound_bytes: usize,
     /// Name of the strategy that produced `offsets`.
     pub strategy: &'static str,
-    /// Every strategy tried, in [`Strategy::ALL`] order, with its arena bytes.
-    pub strategies: Vec<(&'static str, usize)>,
+    /// Every strategy tried: with the in-place aliases (when there are any), then
+    /// without, each in [`Strategy::ALL`] order.
+    pub strategies: Vec<Tried>,
+}
+
+/// One strategy's result in [`MemoryPlan::strategies`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tried {
+    pub strategy: &'static str,
+    /// Whether it placed the buffers with their in-place aliases.
+    pub in_place: bool,
+    pub arena_bytes: usize,
 }
 
 impl MemoryPlan {
     /// Offset of `id`, if it is a buffer of this plan.
     pub fn offset(&self, id: BufferId) -> Option<usize> {
         self.offsets.get(id.index()).copied()
+    }
+
+    /// The buffer `id` is written over in place, if any.
+    pub fn alias(&self, id: BufferId) -> Option<BufferId> {
+        self.alias_of.get(id.index()).copied().flatten()
+    }
+
+    /// Number of buffers written in place over another.
+    pub fn in_place_count(&self) -> usize {
+        self.alias_of.iter().flatten().count()
     }
 
     /// `offset..offset + aligned size` of `id`, if it is a buffer of this plan.
@@ -347,6 +394,14 @@ pub enum PlanError {
         actual: usize,
     },
     #[error(
+        "invalid memory plan: buffer `{buffer}` is written in place over `{input}`, which {reason}"
+    )]
+    BadAlias {
+        buffer: String,
+        input: String,
+        reason: String,
+    },
+    #[error(
         "memory plan: strategy `{strategy}` produced an invalid plan (a planner bug): {source}"
     )]
     StrategyBug {
@@ -361,44 +416,98 @@ pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
     plan_with(input, Strategy::ALL)
 }
 
-/// Plans `input` with the given strategies, in order; the smallest arena wins and
-/// ties go to the earlier strategy. Every candidate goes through the validator:
-/// one that fails is a planner bug and is returned as [`PlanError::StrategyBug`].
+/// Plans `input` with the given strategies, in order, first with the legal in-place
+/// aliases (when there are any), then without; the smallest arena wins and ties go to
+/// the earlier. Every candidate goes through the validator: one that fails is a
+/// planner bug and is returned as [`PlanError::StrategyBug`].
 pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPlan, PlanError> {
     let live = liveness::analyze(input)?;
-    let mut shared = strategy::Shared::new(&live);
+    let alias_of = alias::choose(input, &live);
     let mut best: Option<MemoryPlan> = None;
-    let mut tried = Vec::with_capacity(strategies.len());
-    for &strategy in strategies {
-        let offsets = strategy.offsets_shared(&mut shared)?;
-        let arena_bytes = arena_end(&offsets, &live.sizes)?;
-        let candidate = MemoryPlan {
-            alignment: live.alignment,
-            arena_bytes,
-            offsets,
-            lifetimes: live.lifetimes.clone(),
-            aligned_sizes: live.sizes.clone(),
-            naive_bytes: live.naive_bytes,
-            lower_bound_bytes: live.lower_bound_bytes,
-            peak_step: live.peak_step,
-            strategy: strategy.name(),
-            strategies: Vec::new(),
+    let mut tried = Vec::with_capacity(2 * strategies.len());
+    if alias_of.iter().any(Option::is_some) {
+        let blocks = alias::merge(input, &live, &alias_of)?;
+        let merged = liveness::analyze(&blocks.input)?;
+        let expand = |offsets: Vec<usize>| -> Vec<usize> {
+            blocks.block_of.iter().map(|&b| offsets[b]).collect()
         };
-        validate(input, &candidate).map_err(|source| PlanError::StrategyBug {
-            strategy: strategy.name(),
-            source: Box::new(source),
-        })?;
-        tried.push((strategy.name(), arena_bytes));
-        if best
-            .as_ref()
-            .is_none_or(|b| candidate.arena_bytes < b.arena_bytes)
-        {
-            best = Some(candidate);
-        }
+        let run = Run {
+            live: &live,
+            placed: &merged,
+            alias_of: alias_of.clone(),
+            expand: &expand,
+        };
+        run.strategies(input, strategies, &mut best, &mut tried)?;
     }
+    let run = Run {
+        live: &live,
+        placed: &live,
+        alias_of: vec![None; live.len()],
+        expand: &|offsets: Vec<usize>| offsets,
+    };
+    run.strategies(input, strategies, &mut best, &mut tried)?;
     let mut best = best.ok_or(PlanError::NoStrategy)?;
     best.strategies = tried;
     Ok(best)
+}
+
+/// One way of placing the buffers: what the strategies place (`placed`: the buffers
+/// themselves, or blocks of aliases) and how their offsets become the buffers'.
+struct Run<'a> {
+    live: &'a Liveness,
+    placed: &'a Liveness,
+    alias_of: Vec<Option<BufferId>>,
+    expand: &'a dyn Fn(Vec<usize>) -> Vec<usize>,
+}
+
+impl Run<'_> {
+    /// Runs every strategy, validates each plan, records it in `tried` and keeps the
+    /// smallest in `best` (an earlier one on ties).
+    fn strategies(
+        &self,
+        input: &PlanInput,
+        strategies: &[Strategy],
+        best: &mut Option<MemoryPlan>,
+        tried: &mut Vec<Tried>,
+    ) -> Result<(), PlanError> {
+        let live = self.live;
+        let in_place = self.alias_of.iter().any(Option::is_some);
+        let mut shared = strategy::Shared::new(self.placed);
+        for &strategy in strategies {
+            let offsets = (self.expand)(strategy.offsets_shared(&mut shared)?);
+            let arena_bytes = arena_end(&offsets, &live.sizes)?;
+            let candidate = MemoryPlan {
+                alignment: live.alignment,
+                arena_bytes,
+                offsets,
+                lifetimes: live.lifetimes.clone(),
+                aligned_sizes: live.sizes.clone(),
+                naive_bytes: live.naive_bytes,
+                lower_bound_bytes: live.lower_bound_bytes,
+                peak_step: live.peak_step,
+                alias_of: self.alias_of.clone(),
+                in_place_lower_bound_bytes: self.placed.lower_bound_bytes,
+                strategy: strategy.name(),
+                strategies: Vec::new(),
+            };
+            validate(input, &candidate).map_err(|source| PlanError::StrategyBug {
+                strategy: strategy.name(),
+                source: Box::new(source),
+            })?;
+            tried.push(Tried {
+                strategy: strategy.name(),
+                in_place,
+                arena_bytes,
+            });
+            if best
+                .as_ref()
+                .is_none_or(|b| candidate.arena_bytes < b.arena_bytes)
+            {
+                *best = Some(candidate);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The largest `offset + size` over buffers that need memory (checked).
@@ -433,15 +542,22 @@ mod tests {
         assert_eq!(plan.lower_bound_bytes, 230 * KB);
         assert_eq!(plan.arena_bytes, 230 * KB);
         assert_eq!(plan.strategy, "greedy-by-size");
+        let tried: Vec<_> = plan
+            .strategies
+            .iter()
+            .map(|t| (t.strategy, t.in_place, t.arena_bytes))
+            .collect();
         assert_eq!(
-            plan.strategies,
+            tried,
             vec![
-                ("greedy-by-size", 230 * KB),
-                ("greedy-by-breadth", 230 * KB),
-                ("pools", 230 * KB),
-                ("local-search", 230 * KB)
+                ("greedy-by-size", false, 230 * KB),
+                ("greedy-by-breadth", false, 230 * KB),
+                ("pools", false, 230 * KB),
+                ("local-search", false, 230 * KB)
             ]
         );
+        assert_eq!(plan.alias_of, vec![None; 4]);
+        assert_eq!(plan.in_place_lower_bound_bytes, 230 * KB);
         // T1 at 0, T2 stacked on T3 on T1, T4 reuses T1's bytes.
         assert_eq!(plan.offsets, vec![0, 180 * KB, 100 * KB, 0]);
         assert_eq!(plan.peak_step, Some(3));

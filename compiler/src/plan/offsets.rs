@@ -331,6 +331,10 @@ mod tests {
         let plan = crate::plan::plan(&input).unwrap();
         assert_eq!(plan.strategy, "greedy-by-breadth");
         assert_eq!(plan.arena_bytes, 1000);
-        assert_eq!(plan.strategies[0], ("greedy-by-size", 1200));
+        let first = plan.strategies[0];
+        assert_eq!(
+            (first.strategy, first.arena_bytes),
+            ("greedy-by-size", 1200)
+        );
     }
 }

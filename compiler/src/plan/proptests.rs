@@ -1,16 +1,19 @@
-//! Property tests over random interval sets: every strategy's plan (the local
-//! search's included) passes the validator and a brute-force O(n²) check, lies
-//! between the lower bound and naive, and is deterministic; the local search never
-//! does worse than the greedy orders; the validator agrees with brute force on
-//! arbitrary (mostly broken) offsets.
+//! Property tests over random interval sets and random program-like DAGs with
+//! in-place candidates: every strategy's plan (the local search's included) passes
+//! the validator, a brute-force O(n²) check of overlaps and aliases and a byte-level
+//! simulation, lies between the bound with its aliases and naive, and is
+//! deterministic; the local search never does worse than the greedy orders; the
+//! validator agrees with brute force on arbitrary (mostly broken) offsets and aliases.
 
 use proptest::prelude::*;
 
 use super::interference::TEST_EDGE_BUDGET;
+use super::simulate::simulate;
 use super::strategy::Shared;
-use super::testutil::{brute_is_valid, brute_lower_bound, naive_sizes};
+use super::testutil::{brute_is_valid, brute_is_valid_aliased, brute_lower_bound, naive_sizes};
 use super::{
-    BufferRequest, MemoryPlan, PlanInput, Strategy as Planner, analyze, plan, plan_with, validate,
+    BufferId, BufferRequest, MemoryPlan, PlanInput, Strategy as Planner, analyze, plan, plan_with,
+    validate,
 };
 
 /// Buffers over `1..max_steps` steps: plain tensors with one or more uses,
@@ -47,6 +50,53 @@ fn arb_input(max_steps: usize, max_buffers: usize) -> impl Strategy<Value = Plan
     )
 }
 
+/// A random program: step `s` writes buffer `s` (sizes from a small set, so equal
+/// sizes are common) from one to three earlier buffers, mostly recent ones, may use
+/// scratch, and names some of its inputs as in-place candidates, legal or not (the
+/// input may be read later, differ in size, or be a graph output); some buffers are
+/// graph outputs, a few are written again later (accumulation).
+fn arb_dag(max_steps: usize) -> impl Strategy<Value = PlanInput> {
+    let step = (
+        prop::collection::vec((0usize..100, 0u8..4), 1..4),
+        prop::sample::select(vec![256usize, 256, 512, 1000, 1024]),
+        0u8..10,
+    );
+    (
+        prop::collection::vec(step, 1..max_steps),
+        prop::sample::select(vec![1usize, 64, 256]),
+    )
+        .prop_map(|(steps, alignment)| {
+            let mut input = PlanInput::new(steps.len());
+            input.alignment = alignment;
+            let mut scratch = Vec::new();
+            for (s, (reads, size, kind)) in steps.iter().enumerate() {
+                let mut b = BufferRequest::new(format!("t{s}"), *size, s, vec![]);
+                b.live_to_end = *kind == 0;
+                for &(pick, candidate) in reads.iter().filter(|_| s > 0) {
+                    // Mostly one of the last three, sometimes anything earlier.
+                    let back = if pick < 70 { 1 + pick % 3 } else { 1 + pick };
+                    let x = s - back.min(s);
+                    input.buffers[x].uses.push(s);
+                    if candidate > 0 {
+                        b.in_place_of.push(BufferId(x as u32));
+                    }
+                }
+                if *kind == 1 && s > 0 {
+                    // An accumulation: step s writes an earlier buffer again.
+                    input.buffers[s / 2].uses.push(s);
+                }
+                input.push(b);
+                if *kind == 2 {
+                    scratch.push(BufferRequest::scratch(format!("s{s}"), 300, s));
+                }
+            }
+            for b in scratch {
+                input.push(b);
+            }
+            input
+        })
+}
+
 /// Runs `f` with the conflict index forced onto its segment-tree representation.
 fn with_tree_index<T>(f: impl FnOnce() -> T) -> T {
     TEST_EDGE_BUDGET.set(Some(0));
@@ -57,11 +107,61 @@ fn with_tree_index<T>(f: impl FnOnce() -> T) -> T {
 
 fn check_plan(input: &PlanInput, plan: &MemoryPlan) -> Result<(), TestCaseError> {
     prop_assert_eq!(validate(input, plan), Ok(()));
-    prop_assert!(brute_is_valid(input, &plan.offsets));
+    prop_assert!(brute_is_valid_aliased(input, &plan.offsets, &plan.alias_of));
+    prop_assert_eq!(simulate(input, plan), Ok(()));
     prop_assert_eq!(plan.lower_bound_bytes, brute_lower_bound(input));
     prop_assert_eq!(plan.naive_bytes, naive_sizes(input).iter().sum::<usize>());
-    prop_assert!(plan.arena_bytes >= plan.lower_bound_bytes);
+    prop_assert!(plan.in_place_lower_bound_bytes <= plan.lower_bound_bytes);
+    prop_assert!(plan.arena_bytes >= plan.in_place_lower_bound_bytes);
     prop_assert!(plan.arena_bytes <= plan.naive_bytes);
+    if plan.in_place_count() == 0 {
+        prop_assert!(brute_is_valid(input, &plan.offsets));
+        prop_assert_eq!(plan.in_place_lower_bound_bytes, plan.lower_bound_bytes);
+    }
+    Ok(())
+}
+
+/// Every strategy alone and all together: valid, deterministic, independent of the
+/// conflict index's representation; the best is the smallest, the local search
+/// never loses to the greedy orders it starts from.
+fn check_all_strategies(input: &PlanInput) -> Result<(), TestCaseError> {
+    for &strategy in Planner::ALL {
+        let first = plan_with(input, &[strategy]).unwrap();
+        check_plan(input, &first)?;
+        prop_assert_eq!(first.strategy, strategy.name());
+        let again = plan_with(input, &[strategy]).unwrap();
+        prop_assert_eq!(&first, &again);
+        // The tree-backed conflict index gives the very same plan.
+        let tree = with_tree_index(|| plan_with(input, &[strategy]).unwrap());
+        prop_assert_eq!(&first, &tree);
+    }
+    let best = plan(input).unwrap();
+    check_plan(input, &best)?;
+    prop_assert_eq!(&best, &plan(input).unwrap());
+    let smallest = best.strategies.iter().map(|t| t.arena_bytes).min();
+    prop_assert_eq!(Some(best.arena_bytes), smallest);
+    // Ties go to the first strategy with the smallest arena, in place first.
+    let first_best = best
+        .strategies
+        .iter()
+        .find(|t| t.arena_bytes == best.arena_bytes);
+    prop_assert_eq!(first_best.map(|t| t.strategy), Some(best.strategy));
+    prop_assert_eq!(
+        first_best.map(|t| t.in_place),
+        Some(best.in_place_count() > 0)
+    );
+    for in_place in [true, false] {
+        let arena_of = |name: &str| {
+            best.strategies
+                .iter()
+                .find(|t| t.strategy == name && t.in_place == in_place)
+                .map(|t| t.arena_bytes)
+        };
+        if let Some(local) = arena_of("local-search") {
+            prop_assert!(local <= arena_of("greedy-by-size").unwrap());
+            prop_assert!(local <= arena_of("greedy-by-breadth").unwrap());
+        }
+    }
     Ok(())
 }
 
@@ -70,26 +170,9 @@ proptest! {
 
     #[test]
     fn every_strategy_is_valid_bounded_and_deterministic(input in arb_input(24, 32)) {
-        for &strategy in Planner::ALL {
-            let first = plan_with(&input, &[strategy]).unwrap();
-            check_plan(&input, &first)?;
-            prop_assert_eq!(first.strategy, strategy.name());
-            let again = plan_with(&input, &[strategy]).unwrap();
-            prop_assert_eq!(&first, &again);
-            // The tree-backed conflict index gives the very same plan.
-            let tree = with_tree_index(|| plan_with(&input, &[strategy]).unwrap());
-            prop_assert_eq!(&first, &tree);
-        }
-        let best = plan(&input).unwrap();
-        check_plan(&input, &best)?;
-        let smallest = best.strategies.iter().map(|&(_, a)| a).min();
-        prop_assert_eq!(Some(best.arena_bytes), smallest);
-        // The local search never loses to the greedy orders it starts from, and
-        // starting from their shared placements changes nothing.
-        let arena_of = |name: &str| best.strategies.iter().find(|s| s.0 == name).map(|s| s.1);
-        let local = arena_of("local-search").unwrap();
-        prop_assert!(local <= arena_of("greedy-by-size").unwrap());
-        prop_assert!(local <= arena_of("greedy-by-breadth").unwrap());
+        check_all_strategies(&input)?;
+        // Starting the local search from the greedy strategies' shared placements
+        // changes nothing.
         let live = analyze(&input).unwrap();
         let mut shared = Shared::new(&live);
         let mut from_shared = None;
@@ -100,18 +183,30 @@ proptest! {
             }
         }
         prop_assert_eq!(from_shared, Some(Planner::LocalSearch.offsets(&live).unwrap()));
-        // Ties go to the first strategy with the smallest arena.
-        let first_best = best.strategies.iter().find(|&&(_, a)| a == best.arena_bytes);
-        prop_assert_eq!(first_best.map(|&(n, _)| n), Some(best.strategy));
+    }
+
+    #[test]
+    fn dags_with_in_place_candidates_plan_validly(input in arb_dag(40)) {
+        check_all_strategies(&input)?;
     }
 
     #[test]
     fn validator_agrees_with_brute_force(
-        input in arb_input(12, 12),
-        seeds in prop::collection::vec(0usize..6, 12),
+        input in prop_oneof![arb_input(12, 12), arb_dag(12)],
+        seeds in prop::collection::vec(0usize..6, 24),
+        aliases in prop::collection::vec(0usize..30, 24),
     ) {
-        // Random offsets on a coarse grid: many collide, some do not.
+        // Random offsets on a coarse grid: many collide, some do not; random aliases,
+        // mostly illegal.
         let mut plan = plan(&input).unwrap();
+        let n = plan.alias_of.len();
+        for (slot, &a) in plan.alias_of.iter_mut().zip(&aliases) {
+            if a < n && a % 3 == 0 {
+                *slot = Some(BufferId(a as u32));
+            } else if a >= n + 10 {
+                *slot = None;
+            }
+        }
         // 256 is a multiple of every alignment drawn; zero-size buffers stay at 0
         // (inside any arena).
         for ((offset, &s), &size) in plan.offsets.iter_mut().zip(&seeds).zip(&plan.aligned_sizes) {
@@ -125,8 +220,15 @@ proptest! {
             .map(|(o, s)| o + s)
             .max()
             .unwrap_or(0);
+        // The bound with these aliases, by brute force, so that only the overlaps and
+        // the aliases themselves decide the verdict.
+        plan.in_place_lower_bound_bytes = super::testutil::brute_in_place_bound(&input, &plan.alias_of);
         let verdict = validate(&input, &plan);
-        prop_assert_eq!(verdict.is_ok(), brute_is_valid(&input, &plan.offsets), "{:?}", verdict);
+        let brute = brute_is_valid_aliased(&input, &plan.offsets, &plan.alias_of);
+        prop_assert_eq!(verdict.is_ok(), brute, "{:?}", verdict);
+        if verdict.is_ok() {
+            prop_assert_eq!(simulate(&input, &plan), Ok(()));
+        }
     }
 }
 
@@ -135,7 +237,7 @@ proptest! {
 
     /// Fewer, larger cases: deeper segment trees, longer best-fit scans.
     #[test]
-    fn larger_inputs_are_valid(input in arb_input(400, 400)) {
+    fn larger_inputs_are_valid(input in prop_oneof![arb_input(400, 400), arb_dag(400)]) {
         for &strategy in Planner::ALL {
             let graph = plan_with(&input, &[strategy]).unwrap();
             check_plan(&input, &graph)?;

@@ -3,8 +3,11 @@
 //!
 //! Both print the arena beside the naive total and the liveness lower bound: the
 //! bound says how much of the gap to naive is the planner's doing and how much
-//! is left to win only by aliasing or rescheduling. Neither trusts `plan` to
-//! match `input`: a missing entry prints as `?` (text) or `null` (JSON).
+//! is left to win only by aliasing or rescheduling. The bound is the one without
+//! in-place aliasing, the reference arenas are measured against; with aliases the
+//! arena may fall below it, and the bound with them is printed beside it. Neither
+//! trusts `plan` to match `input`: a missing entry prints as `?` (text) or `null`
+//! (JSON).
 
 use std::fmt::Write as _;
 
@@ -13,8 +16,9 @@ use serde_json::{Value, json};
 use super::{MemoryPlan, PlanInput};
 
 /// A table of buffers (name, size, offset, end, live steps, kind, writer), then
-/// the totals: naive bytes, lower bound, arena, saving vs naive, arena / lower
-/// bound, and every strategy's arena.
+/// the totals: naive bytes, lower bound, the bound with in-place aliases (when there
+/// are any), arena, saving vs naive and vs the bound, arena / lower bound, and every
+/// strategy's arena, with and without in-place aliases.
 pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -46,11 +50,22 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
             .get(i)
             .map_or_else(|| "?".to_string(), |l| format!("{}..{}", l.first, l.last));
         let kind = if buffer.scratch {
-            "scratch"
+            "scratch".to_string()
         } else if buffer.live_to_end {
-            "output"
+            "output".to_string()
         } else {
-            ""
+            String::new()
+        };
+        let kind = match plan.alias_of.get(i).copied().flatten() {
+            Some(x) => {
+                let name = input
+                    .buffers
+                    .get(x.index())
+                    .map_or("?", |b| b.name.as_str());
+                let sep = if kind.is_empty() { "" } else { ", " };
+                format!("{kind}{sep}in place of {name}")
+            }
+            None => kind,
         };
         table.row(vec![
             i.to_string(),
@@ -59,7 +74,7 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
             opt(offset),
             opt(end),
             live,
-            kind.to_string(),
+            kind,
             input.step_name(buffer.def),
         ]);
     }
@@ -80,18 +95,37 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
         "lower bound".into(),
         format!("{}{peak}", bytes(plan.lower_bound_bytes)),
     ]);
+    let aliased = plan.strategies.iter().any(|t| t.in_place);
+    if aliased {
+        totals.row(vec![
+            "lower bound in place".into(),
+            bytes(plan.in_place_lower_bound_bytes),
+        ]);
+    }
+    let in_place = match plan.in_place_count() {
+        0 => String::new(),
+        1 => ", 1 buffer in place".into(),
+        n => format!(", {n} buffers in place"),
+    };
     totals.row(vec![
         "arena".into(),
-        format!("{}, by {}", bytes(plan.arena_bytes), plan.strategy),
+        format!(
+            "{}, by {}{in_place}",
+            bytes(plan.arena_bytes),
+            plan.strategy
+        ),
     ]);
-    totals.row(vec![
-        "saving vs naive".into(),
-        ratio(
-            plan.naive_bytes as f64 - plan.arena_bytes as f64,
-            plan.naive_bytes,
-        )
-        .map_or_else(|| "n/a".into(), |r| format!("{:.2} %", 100.0 * r)),
-    ]);
+    let percent =
+        |r: Option<f64>| r.map_or_else(|| "n/a".into(), |r| format!("{:.2} %", 100.0 * r));
+    let saving =
+        |reference: usize| percent(ratio(reference as f64 - plan.arena_bytes as f64, reference));
+    totals.row(vec!["saving vs naive".into(), saving(plan.naive_bytes)]);
+    if aliased {
+        totals.row(vec![
+            "saving vs lower bound".into(),
+            saving(plan.lower_bound_bytes),
+        ]);
+    }
     totals.row(vec![
         "arena / lower bound".into(),
         ratio(plan.arena_bytes as f64, plan.lower_bound_bytes)
@@ -99,41 +133,72 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
     ]);
     out.push_str(&totals.render_headless());
 
-    out.push_str("\nStrategies:\n");
-    let mut strategies = Table::new(&[
-        ("", Align::Left),
-        ("", Align::Right),
-        ("", Align::Left),
-        ("", Align::Left),
-    ]);
-    let mut chosen = false;
-    for &(name, arena) in &plan.strategies {
-        let mark = if !chosen && name == plan.strategy && arena == plan.arena_bytes {
-            chosen = true;
-            "<- chosen"
-        } else {
-            ""
-        };
-        strategies.row(vec![
-            name.into(),
-            format!("{arena} B"),
-            if arena < 1024 {
-                String::new()
-            } else {
-                format!("({})", human(arena))
-            },
-            mark.into(),
-        ]);
-    }
-    out.push_str(&strategies.render_headless());
+    out.push_str(&strategies_table(plan));
     out
 }
 
+/// Every strategy's arena: one column, or two (in place, and without aliases) when the
+/// plan had in-place candidates.
+fn strategies_table(plan: &MemoryPlan) -> String {
+    let aliased = plan.strategies.iter().any(|t| t.in_place);
+    let mut headers = vec![("", Align::Left)];
+    if aliased {
+        headers.extend([
+            ("in place", Align::Right),
+            ("without aliases", Align::Right),
+        ]);
+    } else {
+        headers.push(("", Align::Right));
+    }
+    headers.push(("", Align::Left));
+    let mut table = Table::new(&headers);
+    let mut names: Vec<&str> = Vec::new();
+    for t in &plan.strategies {
+        if !names.contains(&t.strategy) {
+            names.push(t.strategy);
+        }
+    }
+    let chosen_in_place = plan.in_place_count() > 0;
+    for name in names {
+        let arena = |in_place: bool| {
+            let t = plan
+                .strategies
+                .iter()
+                .find(|t| t.strategy == name && t.in_place == in_place);
+            match t.map(|t| t.arena_bytes) {
+                None => "-".to_string(),
+                Some(a) if a < 1024 => format!("{a} B"),
+                Some(a) => format!("{a} B ({})", human(a)),
+            }
+        };
+        let mut row = vec![name.to_string()];
+        if aliased {
+            row.push(arena(true));
+        }
+        row.push(arena(false));
+        row.push(match (name == plan.strategy, aliased, chosen_in_place) {
+            (false, ..) => String::new(),
+            (true, false, _) => "<- chosen".into(),
+            (true, true, true) => "<- chosen, in place".into(),
+            (true, true, false) => "<- chosen, without aliases".into(),
+        });
+        table.row(row);
+    }
+    let table = if aliased {
+        table.render()
+    } else {
+        table.render_headless()
+    };
+    format!("\nStrategies:\n{table}")
+}
+
 /// The plan as JSON: `alignment`, `steps`, `arena_bytes`, `naive_bytes`,
-/// `lower_bound_bytes`, `peak_step`, `strategy`, `strategies: [{name,
-/// arena_bytes}]` and `tensors: [{name, offset, size, aligned_size, first,
-/// last}]`, with `"scratch": true` on scratch tensors and `"output": true` on
-/// live-to-end ones.
+/// `lower_bound_bytes` (without aliasing), `in_place_lower_bound_bytes`, `peak_step`,
+/// `strategy`, `strategies: [{name, in_place, arena_bytes}]` and `tensors: [{name,
+/// offset, size, aligned_size, first, last}]`, with `"scratch": true` on scratch
+/// tensors, `"output": true` on live-to-end ones and `"alias_of": NAME` on tensors
+/// written in place over the tensor NAME; then `views: [{name, alias_of}]`, values
+/// that share a tensor's bytes without a step (reshapes).
 pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
     let tensors: Vec<Value> = input
         .buffers
@@ -155,13 +220,27 @@ pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
             if buffer.live_to_end {
                 tensor["output"] = Value::Bool(true);
             }
+            if let Some(x) = plan.alias_of.get(i).copied().flatten() {
+                let name = input.buffers.get(x.index()).map(|b| b.name.clone());
+                tensor["alias_of"] = json!(name);
+            }
             tensor
         })
         .collect();
     let strategies: Vec<Value> = plan
         .strategies
         .iter()
-        .map(|&(name, arena_bytes)| json!({ "name": name, "arena_bytes": arena_bytes }))
+        .map(
+            |t| json!({ "name": t.strategy, "in_place": t.in_place, "arena_bytes": t.arena_bytes }),
+        )
+        .collect();
+    let views: Vec<Value> = input
+        .views
+        .iter()
+        .map(|(name, b)| {
+            let of = input.buffers.get(b.index()).map(|b| b.name.clone());
+            json!({ "name": name, "alias_of": of })
+        })
         .collect();
     json!({
         "alignment": plan.alignment,
@@ -169,10 +248,12 @@ pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
         "arena_bytes": plan.arena_bytes,
         "naive_bytes": plan.naive_bytes,
         "lower_bound_bytes": plan.lower_bound_bytes,
+        "in_place_lower_bound_bytes": plan.in_place_lower_bound_bytes,
         "peak_step": plan.peak_step,
         "strategy": plan.strategy,
         "strategies": strategies,
         "tensors": tensors,
+        "views": views,
     })
 }
 
@@ -280,7 +361,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::seed_003_example;
-    use super::super::{BufferRequest, PlanInput, plan};
+    use super::super::{BufferId, BufferRequest, PlanInput, plan};
     use super::*;
 
     #[test]
@@ -306,10 +387,58 @@ Memory plan: 5 buffers over 15 steps, alignment 256 B
   arena / lower bound  1.000
 
 Strategies:
-  greedy-by-size     236544 B  (231.00 KiB)  <- chosen
-  greedy-by-breadth  236544 B  (231.00 KiB)
-  pools              236544 B  (231.00 KiB)
-  local-search       236544 B  (231.00 KiB)
+  greedy-by-size     236544 B (231.00 KiB)  <- chosen
+  greedy-by-breadth  236544 B (231.00 KiB)
+  pools              236544 B (231.00 KiB)
+  local-search       236544 B (231.00 KiB)
+";
+        assert_eq!(text, expected, "got:\n{text}");
+    }
+
+    /// conv → bn (over conv) → relu (over bn), and a tensor `x` read with the relu.
+    fn in_place_chain() -> PlanInput {
+        let mut input = PlanInput::new(4);
+        let conv = input.push(BufferRequest::new("conv", 1024, 0, vec![1]));
+        input.push(BufferRequest::new("x", 1024, 0, vec![2]));
+        let bn = input.push(BufferRequest {
+            in_place_of: vec![conv],
+            ..BufferRequest::new("bn", 1024, 1, vec![2])
+        });
+        input.push(BufferRequest {
+            in_place_of: vec![bn],
+            ..BufferRequest::output("relu", 1024, 2)
+        });
+        input
+    }
+
+    #[test]
+    fn text_report_with_in_place_aliases() {
+        let input = in_place_chain();
+        let plan = plan(&input).unwrap();
+        let text = text_report(&input, &plan);
+        let expected = "\
+Memory plan: 4 buffers over 4 steps, alignment 256 B
+
+  #  name  size  offset   end  live  kind                    written by
+  0  conv  1024       0  1024  0..1                          step 0
+  1  x     1024    1024  2048  0..2                          step 0
+  2  bn    1024       0  1024  1..2  in place of conv        step 1
+  3  relu  1024       0  1024  2..3  output, in place of bn  step 2
+
+  naive (no reuse)       4096 B (4.00 KiB)
+  lower bound            3072 B (3.00 KiB), at step 1 `step 1`
+  lower bound in place   2048 B (2.00 KiB)
+  arena                  2048 B (2.00 KiB), by greedy-by-size, 2 buffers in place
+  saving vs naive        50.00 %
+  saving vs lower bound  33.33 %
+  arena / lower bound    0.667
+
+Strategies:
+                              in place    without aliases
+  greedy-by-size     2048 B (2.00 KiB)  3072 B (3.00 KiB)  <- chosen, in place
+  greedy-by-breadth  2048 B (2.00 KiB)  3072 B (3.00 KiB)
+  pools              2048 B (2.00 KiB)  3072 B (3.00 KiB)
+  local-search       2048 B (2.00 KiB)  3072 B (3.00 KiB)
 ";
         assert_eq!(text, expected, "got:\n{text}");
     }
@@ -337,6 +466,22 @@ Strategies:
         assert_eq!(tensors[3]["output"], true);
         assert_eq!(tensors[4]["scratch"], true);
         assert!(tensors[0].get("scratch").is_none());
+        assert!(tensors[0].get("alias_of").is_none());
+        assert_eq!(json["in_place_lower_bound_bytes"], 236544);
+        assert_eq!(json["strategies"][0]["in_place"], false);
+        // With aliases: each names the tensor it overwrites.
+        let input = in_place_chain();
+        let json = json_report(&input, &super::super::plan(&input).unwrap());
+        assert_eq!(json["tensors"][2]["alias_of"], "conv");
+        assert_eq!(json["tensors"][3]["alias_of"], "bn");
+        assert_eq!(json["in_place_lower_bound_bytes"], 2048);
+        assert_eq!(json["lower_bound_bytes"], 3072);
+        assert_eq!(json["strategies"][0]["in_place"], true);
+        // Views name the tensor whose bytes they share.
+        let mut input = in_place_chain();
+        input.views.push(("flat".into(), BufferId(3)));
+        let json = json_report(&input, &super::super::plan(&input).unwrap());
+        assert_eq!(json["views"], json!([{"name": "flat", "alias_of": "relu"}]));
     }
 
     #[test]

@@ -58,6 +58,14 @@ pub fn svg(input: &PlanInput, plan: &MemoryPlan) -> String {
     );
     axes(&mut out, input.steps, top_bytes, plot_w, &x, &y);
 
+    // An input written over in place hands its bytes to the output at the step that
+    // writes it: its rectangle ends where the output's begins.
+    let mut overwritten = vec![false; input.buffers.len()];
+    for x in plan.alias_of.iter().flatten() {
+        if let Some(slot) = overwritten.get_mut(x.index()) {
+            *slot = true;
+        }
+    }
     // Rectangles first, then labels, so that no rectangle hides a neighbour's label.
     let mut labels = String::new();
     for (i, buffer) in input.buffers.iter().enumerate() {
@@ -71,7 +79,12 @@ pub fn svg(input: &PlanInput, plan: &MemoryPlan) -> String {
         if size == 0 {
             continue;
         }
-        let (x0, x1) = (x(life.first as f64), x(life.last as f64 + 1.0));
+        let end = if overwritten[i] && life.last > life.first {
+            life.last as f64
+        } else {
+            life.last as f64 + 1.0
+        };
+        let (x0, x1) = (x(life.first as f64), x(end));
         let (y0, y1) = (y(offset as f64 + size as f64), y(offset as f64));
         let (w, h) = (x1 - x0, y1 - y0);
         let fill = if buffer.scratch {
@@ -118,8 +131,15 @@ fn title(out: &mut String, input: &PlanInput, plan: &MemoryPlan) {
     );
     let _ = writeln!(
         out,
-        r##"<text x="{LEFT}" y="44" font-size="12" fill="#444444">lower bound {} · naive {} · {} buffers over {} steps · alignment {} B</text>"##,
+        r##"<text x="{LEFT}" y="44" font-size="12" fill="#444444">lower bound {}{} · naive {} · {} buffers over {} steps · alignment {} B</text>"##,
         human(plan.lower_bound_bytes),
+        match plan.in_place_count() {
+            0 => String::new(),
+            n => format!(
+                " ({} with {n} buffers in place)",
+                human(plan.in_place_lower_bound_bytes)
+            ),
+        },
         human(plan.naive_bytes),
         input.buffers.len(),
         input.steps,

@@ -1,6 +1,6 @@
 //! Shared fixtures and brute-force oracles for the planner's tests.
 
-use super::{BufferRequest, Lifetime, PlanInput};
+use super::{BufferId, BufferRequest, Lifetime, PlanInput};
 
 const KB: usize = 1024;
 
@@ -115,6 +115,80 @@ pub fn brute_is_valid(input: &PlanInput, offsets: &[usize]) -> bool {
         }
     }
     true
+}
+
+/// O(n²) check of a plan with in-place aliases, from the definitions: every alias is
+/// legal (a candidate of its buffer, neither scratch nor written over a graph output,
+/// equal sizes and offsets, the input written earlier and last read at the step that
+/// writes the alias, no input taken twice), and two buffers whose lifetimes intersect
+/// share no byte unless one is the alias of the other.
+pub fn brute_is_valid_aliased(
+    input: &PlanInput,
+    offsets: &[usize],
+    alias_of: &[Option<BufferId>],
+) -> bool {
+    let lives = naive_lifetimes(input);
+    let sizes = naive_sizes(input);
+    let n = offsets.len();
+    let mut taken = vec![false; n];
+    for (y, alias) in alias_of.iter().enumerate() {
+        let Some(x) = *alias else { continue };
+        let xi = x.index();
+        if xi >= n || xi == y || taken[xi] {
+            return false;
+        }
+        taken[xi] = true;
+        let (bx, by) = (&input.buffers[xi], &input.buffers[y]);
+        let legal = by.in_place_of.contains(&x)
+            && !bx.scratch
+            && !by.scratch
+            && !bx.live_to_end
+            && bx.size == by.size
+            && offsets[xi] == offsets[y]
+            && lives[xi].first < by.def
+            && lives[xi].last == by.def;
+        if !legal {
+            return false;
+        }
+    }
+    let paired = |i: usize, j: usize| {
+        alias_of.get(j).copied().flatten() == Some(BufferId(i as u32))
+            || alias_of.get(i).copied().flatten() == Some(BufferId(j as u32))
+    };
+    for i in 0..n {
+        for j in i + 1..n {
+            if sizes[i] == 0 || sizes[j] == 0 || lives[i].is_disjoint(&lives[j]) {
+                continue;
+            }
+            let (a, b) = (offsets[i], offsets[j]);
+            if a < b + sizes[j] && b < a + sizes[i] && !paired(i, j) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// O(steps · n) bound with aliases: at each step, the live bytes, not counting an input
+/// at the step where it is written over (its bytes are the output's).
+pub fn brute_in_place_bound(input: &PlanInput, alias_of: &[Option<BufferId>]) -> usize {
+    let lives = naive_lifetimes(input);
+    let sizes = naive_sizes(input);
+    let mut overwritten_at = vec![None; lives.len()];
+    for (y, x) in alias_of.iter().enumerate() {
+        if let Some(slot) = x.and_then(|x| overwritten_at.get_mut(x.index())) {
+            *slot = Some(input.buffers[y].def);
+        }
+    }
+    (0..input.steps)
+        .map(|s| {
+            (0..lives.len())
+                .filter(|&i| lives[i].contains(s) && overwritten_at[i] != Some(s))
+                .map(|i| sizes[i])
+                .sum::<usize>()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// A network-like random input for timing: one tensor per step, most read within

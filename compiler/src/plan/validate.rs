@@ -18,7 +18,13 @@ use super::{Lifetime, MemoryPlan, PlanError, PlanInput};
 /// - every offset is a multiple of the alignment, every buffer ends inside the
 ///   arena, and `arena_bytes` is exactly the largest end;
 /// - `naive_bytes` and `lower_bound_bytes` are the input's;
-/// - no two buffers with intersecting lifetimes share a byte.
+/// - every recorded alias is legal, judged from the definitions: the buffer's step may
+///   overwrite that input ([`BufferRequest::in_place_of`](super::BufferRequest)), the
+///   input is neither scratch nor a graph output, has the same size, is written
+///   earlier and last read at that step, is overwritten by no other buffer, and sits
+///   at the same offset; `in_place_lower_bound_bytes` is the bound with these aliases;
+/// - no two buffers with intersecting lifetimes share a byte, except a buffer and the
+///   input it is written over, which share exactly their bytes at that one step.
 pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
     let alignment = input.alignment;
     if alignment == 0 || alignment & (alignment - 1) != 0 {
@@ -35,6 +41,7 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
         ("offsets", plan.offsets.len()),
         ("lifetimes", plan.lifetimes.len()),
         ("aligned sizes", plan.aligned_sizes.len()),
+        ("aliases", plan.alias_of.len()),
     ] {
         if found != n {
             return Err(PlanError::PlanShape {
@@ -102,15 +109,80 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
         sizes.push(size);
         lifetimes.push(life);
     }
-    // Overlaps first: of all the ways a plan can be wrong, they corrupt data.
-    check_no_overlap(input, plan, &lifetimes, &sizes)?;
+    // Aliases and overlaps first: of all the ways a plan can be wrong, they corrupt data.
+    let occupied = check_aliases(input, plan, &lifetimes)?;
+    check_no_overlap(input, plan, &occupied, &lifetimes, &sizes)?;
     check_total("arena_bytes", plan.arena_bytes, max_end)?;
     check_total("naive_bytes", plan.naive_bytes, naive)?;
+    let peak = peak_live_bytes(&lifetimes, &sizes);
+    check_total("lower_bound_bytes", plan.lower_bound_bytes, peak)?;
+    let in_place_peak = if occupied == lifetimes {
+        peak
+    } else {
+        peak_live_bytes(&occupied, &sizes)
+    };
     check_total(
-        "lower_bound_bytes",
-        plan.lower_bound_bytes,
-        peak_live_bytes(&lifetimes, &sizes),
+        "in_place_lower_bound_bytes",
+        plan.in_place_lower_bound_bytes,
+        in_place_peak,
     )
+}
+
+/// Re-checks every alias of `plan` against the definitions, and returns the steps
+/// each buffer occupies its bytes alone: its lifetime, except that an input written
+/// over in place hands its bytes to the output at the step that writes it, so its
+/// occupancy ends one step earlier. (Anything else on those bytes at that step
+/// overlaps the output, which sits at the same offset with the same size.)
+fn check_aliases(
+    input: &PlanInput,
+    plan: &MemoryPlan,
+    lifetimes: &[Lifetime],
+) -> Result<Vec<Lifetime>, PlanError> {
+    let mut occupied = lifetimes.to_vec();
+    let mut taken = vec![false; input.buffers.len()];
+    for (y, alias) in plan.alias_of.iter().enumerate() {
+        let Some(id) = *alias else { continue };
+        let out = &input.buffers[y];
+        let bad = |input_name: String, reason: String| PlanError::BadAlias {
+            buffer: out.name.clone(),
+            input: input_name,
+            reason,
+        };
+        let Some(inp) = input.buffers.get(id.index()) else {
+            return Err(bad(id.to_string(), "does not exist".into()));
+        };
+        let x = id.index();
+        let (life, offsets) = (lifetimes[x], (plan.offsets[x], plan.offsets[y]));
+        let reason = if x == y {
+            Some("is the buffer itself".to_string())
+        } else if !out.in_place_of.contains(&id) {
+            Some("is not an input its step may overwrite".into())
+        } else if out.scratch || inp.scratch {
+            Some("is kernel scratch, or is overwritten by it".into())
+        } else if inp.live_to_end {
+            Some("is a graph output".into())
+        } else if inp.size != out.size {
+            Some(format!("holds {} bytes, not {}", inp.size, out.size))
+        } else if life.first >= out.def || life.last != out.def {
+            Some(format!(
+                "lives over steps {life}, not up to step {} that writes it",
+                out.def
+            ))
+        } else if taken[x] {
+            Some("another buffer is also written over".into())
+        } else if offsets.0 != offsets.1 {
+            Some(format!("sits at offset {}, not {}", offsets.0, offsets.1))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(bad(inp.name.clone(), reason));
+        }
+        taken[x] = true;
+        // first < def == last, so this stays a non-empty range.
+        occupied[x].last -= 1;
+    }
+    Ok(occupied)
 }
 
 /// The lifetime buffer `i` must have, by definition.
@@ -216,11 +288,13 @@ fn peak_live_bytes(lifetimes: &[Lifetime], sizes: &[usize]) -> usize {
 /// Sweep over time in order of first step, keeping the byte ranges of the live
 /// buffers in a map keyed by offset. Live ranges are pairwise disjoint (else we
 /// have already failed), so a new range can only hit its predecessor or its
-/// successor in the map.
+/// successor in the map. `lifetimes` are the steps each buffer occupies its bytes
+/// ([`check_aliases`]); errors name the buffers' `shown` lifetimes.
 fn check_no_overlap(
     input: &PlanInput,
     plan: &MemoryPlan,
     lifetimes: &[Lifetime],
+    shown: &[Lifetime],
     sizes: &[usize],
 ) -> Result<(), PlanError> {
     let planned: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] > 0).collect();
@@ -254,11 +328,11 @@ fn check_no_overlap(
                 let (a, b) = (i.min(j), i.max(j));
                 return Err(PlanError::Overlap {
                     a: input.buffers[a].name.clone(),
-                    a_life: lifetimes[a],
+                    a_life: shown[a],
                     a_offset: plan.offsets[a],
                     a_end: end(a),
                     b: input.buffers[b].name.clone(),
-                    b_life: lifetimes[b],
+                    b_life: shown[b],
                     b_offset: plan.offsets[b],
                     b_end: end(b),
                 });
@@ -272,7 +346,7 @@ fn check_no_overlap(
 #[cfg(test)]
 mod tests {
     use super::super::testutil::seed_003_example;
-    use super::super::{BufferRequest, PlanInput, plan};
+    use super::super::{BufferId, BufferRequest, PlanInput, analyze, plan};
     use super::*;
 
     const KB: usize = 1024;
@@ -441,6 +515,139 @@ mod tests {
         assert!(matches!(
             validate(&input, &good),
             Err(PlanError::PlanShape { .. })
+        ));
+    }
+
+    /// conv → bn (in place over conv) → relu (in place over bn), `x` live beside them.
+    fn chain() -> PlanInput {
+        let mut input = PlanInput::new(4);
+        let conv = input.push(BufferRequest::new("conv", 1024, 0, vec![1]));
+        input.push(BufferRequest::new("x", 1024, 0, vec![2]));
+        let bn = input.push(BufferRequest {
+            in_place_of: vec![conv],
+            ..BufferRequest::new("bn", 1024, 1, vec![2])
+        });
+        input.push(BufferRequest {
+            in_place_of: vec![bn],
+            ..BufferRequest::new("relu", 1024, 2, vec![3])
+        });
+        input
+    }
+
+    fn reason(result: Result<(), PlanError>) -> String {
+        match result {
+            Err(PlanError::BadAlias { reason, .. }) => reason,
+            other => panic!("expected a rejected alias, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_in_place_aliases_sharing_bytes() {
+        let input = chain();
+        let p = plan(&input).unwrap();
+        assert_eq!(
+            p.alias_of,
+            vec![None, None, Some(BufferId(0)), Some(BufferId(2))]
+        );
+        assert_eq!(p.offsets[0], p.offsets[2]);
+        assert_eq!(p.offsets[2], p.offsets[3]);
+        assert_eq!(p.in_place_lower_bound_bytes, 2048);
+        assert_eq!(p.lower_bound_bytes, 3072);
+        validate(&input, &p).unwrap();
+        // Without the record, the shared bytes are an overlap.
+        let mut bad = p.clone();
+        bad.alias_of = vec![None; 4];
+        bad.in_place_lower_bound_bytes = bad.lower_bound_bytes;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::Overlap { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_an_alias_over_an_input_read_later() {
+        let mut input = chain();
+        let mut p = plan(&input).unwrap();
+        // conv is now read again at step 3, after bn overwrote it (the plan's lifetimes
+        // follow, so that only the alias is wrong).
+        input.buffers[0].uses.push(3);
+        p.lifetimes = analyze(&input).unwrap().lifetimes;
+        assert_eq!(
+            reason(validate(&input, &p)).as_str(),
+            "lives over steps 0..=3, not up to step 1 that writes it"
+        );
+    }
+
+    #[test]
+    fn rejects_illegal_aliases() {
+        let input = chain();
+        let good = plan(&input).unwrap();
+        let with_input = |f: &dyn Fn(&mut PlanInput)| {
+            let mut input = chain();
+            f(&mut input);
+            let mut p = good.clone();
+            let live = analyze(&input).unwrap();
+            (p.lifetimes, p.aligned_sizes) = (live.lifetimes, live.sizes);
+            reason(validate(&input, &p))
+        };
+        assert!(with_input(&|i| i.buffers[0].live_to_end = true).contains("graph output"));
+        assert!(with_input(&|i| i.buffers[2].in_place_of.clear()).contains("may overwrite"));
+        assert!(with_input(&|i| i.buffers[2].size = 1000).contains("holds 1024 bytes"));
+        let scratch = with_input(&|i| {
+            i.buffers[3].scratch = true;
+            i.buffers[3].uses.clear();
+        });
+        assert!(scratch.contains("scratch"));
+
+        let with_plan = |f: &dyn Fn(&mut MemoryPlan)| {
+            let mut p = good.clone();
+            f(&mut p);
+            validate(&input, &p)
+        };
+        // Apart: the kernel would read bytes that are not its input.
+        let moved = with_plan(&|p| {
+            p.offsets[3] = 2048;
+            p.arena_bytes = 3072;
+        });
+        assert!(reason(moved).contains("sits at offset"));
+        // Two outputs over one input.
+        let twice = with_plan(&|p| p.alias_of[3] = Some(BufferId(0)));
+        assert!(reason(twice).contains("may overwrite"));
+        // Over itself, over nothing, over a buffer it may not overwrite.
+        assert!(reason(with_plan(&|p| p.alias_of[2] = Some(BufferId(2)))).contains("itself"));
+        assert!(reason(with_plan(&|p| p.alias_of[2] = Some(BufferId(9)))).contains("exist"));
+        assert!(
+            reason(with_plan(&|p| p.alias_of[1] = Some(BufferId(0)))).contains("may overwrite")
+        );
+        // The bound with aliases must be the true one.
+        assert!(matches!(
+            with_plan(&|p| p.in_place_lower_bound_bytes = 3072),
+            Err(PlanError::TotalMismatch {
+                what: "in_place_lower_bound_bytes",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with_plan(&|p| {
+                p.alias_of.pop();
+            }),
+            Err(PlanError::PlanShape {
+                what: "aliases",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_third_buffer_on_the_shared_bytes_is_an_overlap() {
+        let input = chain();
+        let mut p = plan(&input).unwrap();
+        // x onto the chain's bytes: it overlaps conv and bn while they are live.
+        p.offsets[1] = p.offsets[0];
+        p.arena_bytes = 1024;
+        assert!(matches!(
+            validate(&input, &p),
+            Err(PlanError::Overlap { .. })
         ));
     }
 

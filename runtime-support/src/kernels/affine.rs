@@ -1,29 +1,35 @@
 //! Per-channel affine transform with a fused activation: inference BatchNormalization
 //! whose statistics the compiler folded, plus any per-channel Mul/Add after it.
 
-use super::elementwise::bias_activate;
+use super::elementwise::{Row, bias_activate, map_row};
 use super::simd::vectorize;
 use crate::params::ChannelAffine;
 
 /// `y[n, c, i] = act(x[n, c, i] · scale[c] + shift[c])`, one pass over the data.
 pub fn channel_affine(p: &ChannelAffine, x: &[f32], scale: &[f32], shift: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), p.n * p.c * p.inner, "channel_affine: X");
-    assert_eq!(y.len(), x.len(), "channel_affine: Y");
+    affine(p, Some(x), scale, shift, y);
+}
+
+/// [`channel_affine`] with the input in `y`, overwritten by the result.
+pub fn channel_affine_inplace(p: &ChannelAffine, scale: &[f32], shift: &[f32], y: &mut [f32]) {
+    affine(p, None, scale, shift, y);
+}
+
+/// The body of both forms; `x` is `None` when it is `y` itself.
+fn affine(p: &ChannelAffine, x: Option<&[f32]>, scale: &[f32], shift: &[f32], y: &mut [f32]) {
+    assert_eq!(y.len(), p.n * p.c * p.inner, "channel_affine: Y");
     assert_eq!(scale.len(), p.c, "channel_affine: scale");
     assert_eq!(shift.len(), p.c, "channel_affine: shift");
     if y.is_empty() {
         return;
     }
+    let x = Row::source(x);
     vectorize!({
-        let blocks = x.chunks_exact(p.inner).zip(y.chunks_exact_mut(p.inner));
-        for (i, (x, y)) in blocks.enumerate() {
+        for (i, y) in y.chunks_exact_mut(p.inner).enumerate() {
             let c = i % p.c;
-            let s = scale[c];
-            // A `for` loop, not `for_each`: the latter goes through an out-of-line
-            // `fold` that `vectorize!` cannot reach (see `simd.rs`).
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = x * s;
-            }
+            let x = x.sub(i * p.inner, p.inner);
+            map_row(y, x, Row::Splat(scale[c]), |x, s| x * s);
             bias_activate(p.activation, shift[c], y);
         }
     });

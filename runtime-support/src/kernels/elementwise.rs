@@ -124,51 +124,53 @@ pub(crate) fn activate(act: Activation, y: &mut [f32]) {
 
 pub fn unary(op: Unary, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "unary: X and Y differ in length");
+    map_unary(op, Some(x), y);
+}
+
+/// [`unary`] with the input in `y`, overwritten by the result.
+pub fn unary_inplace(op: Unary, y: &mut [f32]) {
+    map_unary(op, None, y);
+}
+
+/// `y = op(x)`; `x` is `None` when it is `y` itself.
+fn map_unary(op: Unary, x: Option<&[f32]>, y: &mut [f32]) {
     vectorize!({
         with_unary!(op, |f| map_row(
             y,
-            Row::Dense(x),
+            Row::source(x),
             Row::Splat(0.0),
             |x, _| f(x)
         ))
     });
 }
 
-pub fn unary_inplace(op: Unary, y: &mut [f32]) {
-    vectorize!({
-        with_unary!(op, |f| {
-            for v in y {
-                *v = f(*v);
-            }
-        })
-    });
-}
-
 pub fn binary(op: Binary, p: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]) {
-    with_binary!(op, |f| broadcast(p, Some(a), b, y, f))
+    with_binary!(op, |f| broadcast(p, Some(a), Some(b), y, f))
 }
 
-/// `y = op(y, b)`; `p.a_strides` describe `y` itself (contiguous).
+/// `y = op(y, b)`: the output is the left operand, so `p.a_strides` must describe `y`
+/// itself (contiguous).
 pub fn binary_inplace(op: Binary, p: &Broadcast, y: &mut [f32], b: &[f32]) {
-    let shape = &p.shape[..p.rank];
-    assert_eq!(
-        p.a_strides[..p.rank],
-        contiguous_strides(shape)[..p.rank],
-        "binary_inplace: the output must be the contiguous left operand"
-    );
-    with_binary!(op, |f| broadcast(p, None, b, y, f))
+    with_binary!(op, |f| broadcast(p, None, Some(b), y, f))
 }
 
-/// `y = f(a, b)` under `p`'s broadcast; `a` is `None` when it is `y` itself.
+/// `y = op(a, y)`: the output is the right operand, so `p.b_strides` must describe `y`
+/// itself (contiguous). For `Sub` and `Div` this is not [`binary_inplace`] swapped.
+pub fn binary_inplace_b(op: Binary, p: &Broadcast, a: &[f32], y: &mut [f32]) {
+    with_binary!(op, |f| broadcast(p, Some(a), None, y, f))
+}
+
+/// `y = f(a, b)` under `p`'s broadcast; an operand is `None` when it is `y` itself
+/// (in place), and then its strides must be `y`'s.
 ///
 /// The shape is simplified first, so a same-shape op becomes one contiguous run, a
 /// scalar operand a stride-0 run, and a per-channel operand one splat per row; the
 /// remaining outer dimensions are walked with an odometer.
 #[inline(always)]
-fn broadcast(
+fn broadcast<'a>(
     p: &Broadcast,
-    a: Option<&[f32]>,
-    b: &[f32],
+    a: Option<&'a [f32]>,
+    b: Option<&'a [f32]>,
     y: &mut [f32],
     f: impl Fn(f32, f32) -> f32 + Copy,
 ) {
@@ -184,11 +186,17 @@ fn broadcast(
         return;
     }
     let (a_strides, b_strides) = (&p.a_strides[..p.rank], &p.b_strides[..p.rank]);
-    if let Some(a) = a {
-        assert_eq!(a.len(), extent(shape, a_strides), "broadcast: A");
-    }
-    assert_eq!(b.len(), extent(shape, b_strides), "broadcast: B");
     let y_strides = contiguous_strides(shape);
+    for (name, x, strides) in [("A", a, a_strides), ("B", b, b_strides)] {
+        match x {
+            Some(x) => assert_eq!(x.len(), extent(shape, strides), "broadcast: {name}"),
+            None => assert_eq!(
+                strides,
+                &y_strides[..p.rank],
+                "broadcast: {name} is the output, so it must be contiguous"
+            ),
+        }
+    }
     let l = Layout::new(shape, [a_strides, b_strides, &y_strides[..p.rank]]);
     let outer = l.rank.saturating_sub(1);
     let n = if l.rank == 0 { 1 } else { l.shape[outer] };
@@ -198,12 +206,8 @@ fn broadcast(
             outer,
             #[inline(always)]
             |[oa, ob, oy]| {
-                let y = &mut y[oy..oy + n];
-                let rb = Row::strided(&b[ob..], sb, n);
-                match a {
-                    Some(a) => map_row(y, Row::strided(&a[oa..], sa, n), rb, f),
-                    None => map_row(y, Row::Out, rb, f),
-                }
+                let (ra, rb) = (Row::run(a, oa, sa, n), Row::run(b, ob, sb, n));
+                map_row(&mut y[oy..oy + n], ra, rb, f)
             },
         )
     });
@@ -223,6 +227,13 @@ pub(crate) enum Row<'a> {
 }
 
 impl<'a> Row<'a> {
+    /// The whole input of an elementwise kernel: `x`, or the output itself (`None`,
+    /// in place). Cut it into runs with [`Row::sub`].
+    #[inline(always)]
+    pub fn source(x: Option<&'a [f32]>) -> Self {
+        x.map_or(Row::Out, Row::Dense)
+    }
+
     /// The run of `n` elements starting at `data[0]`, `stride` apart, in its cheapest form.
     #[inline(always)]
     pub fn strided(data: &'a [f32], stride: usize, n: usize) -> Self {
@@ -233,9 +244,19 @@ impl<'a> Row<'a> {
         }
     }
 
+    /// The run of `n` elements of `x` from `offset`, `stride` apart; the output's own
+    /// run when `x` is `None` (in place).
+    #[inline(always)]
+    pub fn run(x: Option<&'a [f32]>, offset: usize, stride: usize, n: usize) -> Self {
+        match x {
+            Some(x) => Row::strided(&x[offset..], stride, n),
+            None => Row::Out,
+        }
+    }
+
     /// Elements `start .. start + len` of the run.
     #[inline(always)]
-    fn sub(self, start: usize, len: usize) -> Self {
+    pub fn sub(self, start: usize, len: usize) -> Self {
         match self {
             Row::Dense(s) => Row::Dense(&s[start..start + len]),
             Row::Strided(s, st) => Row::Strided(&s[start * st..(start + len - 1) * st + 1], st),

@@ -27,10 +27,10 @@ mod pool;
 mod simd;
 mod window;
 
-pub use affine::channel_affine;
+pub use affine::{channel_affine, channel_affine_inplace};
 pub use conv::conv2d;
-pub use elementwise::{binary, binary_inplace, unary, unary_inplace};
+pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
 pub use gemm::{gemm, matmul};
 pub use layout::{concat, copy, transpose};
-pub use norm::{batch_norm, lrn, softmax};
+pub use norm::{batch_norm, batch_norm_inplace, lrn, softmax, softmax_inplace};
 pub use pool::{pool2d, reduce_mean};

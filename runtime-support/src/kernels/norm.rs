@@ -1,5 +1,6 @@
 //! Normalisations: inference-time BatchNormalization, LRN and (Log)Softmax.
 
+use super::elementwise::{Row, map_row};
 use super::simd::{self, vectorize};
 use crate::params::{BatchNorm, Lrn, Softmax};
 
@@ -16,27 +17,40 @@ pub fn batch_norm(
     y: &mut [f32],
 ) {
     assert_eq!(x.len(), p.n * p.c * p.inner, "batch_norm: X");
-    assert_eq!(y.len(), x.len(), "batch_norm: Y");
-    for (name, v) in [
-        ("scale", scale),
-        ("bias", bias),
-        ("mean", mean),
-        ("var", var),
-    ] {
+    normalize(p, Some(x), [scale, bias, mean, var], y);
+}
+
+/// [`batch_norm`] with the input in `y`, overwritten by the result.
+pub fn batch_norm_inplace(
+    p: &BatchNorm,
+    scale: &[f32],
+    bias: &[f32],
+    mean: &[f32],
+    var: &[f32],
+    y: &mut [f32],
+) {
+    normalize(p, None, [scale, bias, mean, var], y);
+}
+
+/// The body of both BatchNorm forms; `x` is `None` when it is `y` itself.
+fn normalize(p: &BatchNorm, x: Option<&[f32]>, stats: [&[f32]; 4], y: &mut [f32]) {
+    assert_eq!(y.len(), p.n * p.c * p.inner, "batch_norm: Y");
+    for (name, v) in ["scale", "bias", "mean", "var"].into_iter().zip(stats) {
         assert_eq!(v.len(), p.c, "batch_norm: {name}");
     }
     if y.is_empty() {
         return;
     }
+    let [scale, bias, mean, var] = stats;
+    let x = Row::source(x);
     vectorize!({
-        let blocks = x.chunks_exact(p.inner).zip(y.chunks_exact_mut(p.inner));
-        for (i, (x, y)) in blocks.enumerate() {
+        for (i, y) in y.chunks_exact_mut(p.inner).enumerate() {
             let c = i % p.c;
             let s = scale[c] / (var[c] + p.epsilon).sqrt();
             let t = bias[c] - mean[c] * s;
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = x * s + t;
-            }
+            map_row(y, x.sub(i * p.inner, p.inner), Row::Splat(t), |x, t| {
+                x * s + t
+            });
         }
     });
 }
@@ -85,15 +99,26 @@ pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
 /// so every loop still runs over contiguous memory.
 pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), p.outer * p.len * p.inner, "softmax: X");
-    assert_eq!(y.len(), x.len(), "softmax: Y");
+    softmax_rows(p, Some(x), y);
+}
+
+/// [`softmax`] with the input in `y`, overwritten by the result. Row-wise, so legal in
+/// place: every row is read whole (its maximum and sum) before any of it is written,
+/// and then each element is read only before it is written.
+pub fn softmax_inplace(p: &Softmax, y: &mut [f32]) {
+    softmax_rows(p, None, y);
+}
+
+/// The body of both forms; `x` is `None` when it is `y` itself.
+fn softmax_rows(p: &Softmax, x: Option<&[f32]>, y: &mut [f32]) {
+    assert_eq!(y.len(), p.outer * p.len * p.inner, "softmax: Y");
     if y.is_empty() {
         return;
     }
+    let block = p.len * p.inner;
     vectorize!({
-        let blocks = x
-            .chunks_exact(p.len * p.inner)
-            .zip(y.chunks_exact_mut(p.len * p.inner));
-        for (x, y) in blocks {
+        for (k, y) in y.chunks_exact_mut(block).enumerate() {
+            let x = x.map(|x| &x[k * block..][..block]);
             if p.inner == 1 {
                 softmax_row(x, y, p.log);
             } else {
@@ -108,44 +133,63 @@ pub fn softmax(p: &Softmax, x: &[f32], y: &mut [f32]) {
 /// Columns processed together when the softmax axis is not innermost.
 const LANES: usize = 64;
 
-/// Softmax of one contiguous row.
+/// Softmax of one contiguous row `x` (`None`: `y` itself) into `y`.
+///
+/// Log-softmax never stores `exp`: it sums it on the fly and then reads `x` once more,
+/// which must still be intact when `x` is `y`.
 #[inline(always)]
-fn softmax_row(x: &[f32], y: &mut [f32], log: bool) {
-    let m = simd::max(x);
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y = simd::exp(x - m);
-    }
-    let s = simd::sum(y);
+fn softmax_row(x: Option<&[f32]>, y: &mut [f32], log: bool) {
+    let m = simd::max(x.unwrap_or(&*y));
     if log {
+        let s = simd::sum_of(x.unwrap_or(&*y), |v| simd::exp(v - m));
         let shift = m + s.ln();
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y = x - shift;
-        }
+        map_row(y, Row::source(x), Row::Splat(shift), |v, shift| v - shift);
     } else {
-        let r = 1.0 / s;
+        map_row(y, Row::source(x), Row::Splat(m), |v, m| simd::exp(v - m));
+        let r = 1.0 / simd::sum(y);
         for y in y {
             *y *= r;
         }
     }
 }
 
-/// Softmax of columns `i0 .. i0 + w` of the `len × inner` block `x`, down each column.
+/// Softmax of columns `i0 .. i0 + w` of the `len × inner` block `x` (`None`: `y`
+/// itself), down each column. As in [`softmax_row`], log-softmax stores no `exp`.
 #[inline(always)]
-fn softmax_columns(p: &Softmax, x: &[f32], y: &mut [f32], i0: usize, w: usize) {
+fn softmax_columns(p: &Softmax, x: Option<&[f32]>, y: &mut [f32], i0: usize, w: usize) {
     let mut max = [f32::NEG_INFINITY; LANES];
     let mut sum = [0.0f32; LANES];
     let (max, sum) = (&mut max[..w], &mut sum[..w]);
     let rows = |j: usize| i0 + j * p.inner..i0 + j * p.inner + w;
     for j in 0..p.len {
-        for (m, &v) in max.iter_mut().zip(&x[rows(j)]) {
+        for (m, &v) in max.iter_mut().zip(&x.unwrap_or(&*y)[rows(j)]) {
             *m = m.max(v);
         }
     }
     for j in 0..p.len {
-        let (x, y) = (&x[rows(j)], &mut y[rows(j)]);
-        for ((y, &v), (&m, s)) in y.iter_mut().zip(x).zip(max.iter().zip(sum.iter_mut())) {
-            *y = simd::exp(v - m);
-            *s += *y;
+        if p.log {
+            let x = &x.unwrap_or(&*y)[rows(j)];
+            for ((&v, &m), s) in x.iter().zip(max.iter()).zip(sum.iter_mut()) {
+                *s += simd::exp(v - m);
+            }
+        } else {
+            // One fused loop per form: a generic map then a separate sum, or an
+            // indexed read of the source, ran 40 % slower.
+            let (y, max, sum) = (&mut y[rows(j)], &max[..w], &mut sum[..w]);
+            match x {
+                Some(x) => {
+                    for (((y, &v), &m), s) in y.iter_mut().zip(&x[rows(j)]).zip(max).zip(sum) {
+                        *y = simd::exp(v - m);
+                        *s += *y;
+                    }
+                }
+                None => {
+                    for ((y, &m), s) in y.iter_mut().zip(max).zip(sum) {
+                        *y = simd::exp(*y - m);
+                        *s += *y;
+                    }
+                }
+            }
         }
     }
     // Turn the sums into what the last pass applies: the log-sum shift, or 1/sum.
@@ -157,9 +201,33 @@ fn softmax_columns(p: &Softmax, x: &[f32], y: &mut [f32], i0: usize, w: usize) {
         }
     }
     for j in 0..p.len {
-        let (x, y) = (&x[rows(j)], &mut y[rows(j)]);
-        for ((y, &v), (&m, &r)) in y.iter_mut().zip(x).zip(max.iter().zip(sum.iter())) {
-            *y = if p.log { v - m } else { *y * r };
+        let y = &mut y[rows(j)];
+        if p.log {
+            let x = x.map(|x| &x[rows(j)]);
+            map_run(x, y, max, |v, m| v - m);
+        } else {
+            for (y, &r) in y.iter_mut().zip(sum.iter()) {
+                *y *= r;
+            }
+        }
+    }
+}
+
+/// `y[i] = f(v, e[i])` over a short run, `v` being `x[i]`, or `y[i]` itself when `x`
+/// is `None` (in place). Plain zipped loops: on runs of 64, [`map_row`]'s set-up per
+/// call costs as much as the loop.
+#[inline(always)]
+fn map_run(x: Option<&[f32]>, y: &mut [f32], e: &[f32], f: impl Fn(f32, f32) -> f32) {
+    match x {
+        Some(x) => {
+            for ((y, &v), &e) in y.iter_mut().zip(x).zip(e) {
+                *y = f(v, e);
+            }
+        }
+        None => {
+            for (y, &e) in y.iter_mut().zip(e) {
+                *y = f(*y, e);
+            }
         }
     }
 }

@@ -109,6 +109,24 @@ pub(crate) fn sum(x: &[f32]) -> f32 {
     fold8(x, 0.0, |acc, v| acc + v, |a, b| a + b)
 }
 
+/// The sum of `f(v)` over `x`, without storing the mapped values: they go through a
+/// block on the stack, so that the map vectorises as a plain loop and [`sum`] adds
+/// each block.
+#[inline(always)]
+pub(crate) fn sum_of(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    const BLOCK: usize = 256;
+    let mut buf = [0.0f32; BLOCK];
+    let mut total = 0.0;
+    for chunk in x.chunks(BLOCK) {
+        let buf = &mut buf[..chunk.len()];
+        for (b, &v) in buf.iter_mut().zip(chunk) {
+            *b = f(v);
+        }
+        total += sum(buf);
+    }
+    total
+}
+
 /// Maximum of `x` (`-inf` when empty), vectorisable.
 #[inline(always)]
 pub(crate) fn max(x: &[f32]) -> f32 {

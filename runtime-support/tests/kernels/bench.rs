@@ -261,6 +261,74 @@ fn bench_other_kernels() {
         "softmax 64x1000",
         time(|| softmax(&sm, &x[..64000], &mut y[..64000])),
     );
+    let log_sm = Softmax { log: true, ..sm };
+    report(
+        "log softmax 64x1000",
+        time(|| softmax(&log_sm, &x[..64000], &mut y[..64000])),
+    );
+    let sm_cols = Softmax {
+        outer: 4,
+        len: 64,
+        inner: 3136,
+        log: false,
+    };
+    report(
+        "softmax 4x64x3136 (axis not innermost)",
+        time(|| softmax(&sm_cols, &x[..4 * 64 * 3136], &mut y[..4 * 64 * 3136])),
+    );
+    let log_sm_cols = Softmax {
+        log: true,
+        ..sm_cols
+    };
+    report(
+        "log softmax 4x64x3136",
+        time(|| softmax(&log_sm_cols, &x[..4 * 64 * 3136], &mut y[..4 * 64 * 3136])),
+    );
+    let affine = ChannelAffine {
+        n: 1,
+        c: 256,
+        inner: 3136,
+        activation: Activation::Relu,
+    };
+    report(
+        "channel_affine relu 256x56x56",
+        time(|| channel_affine(&affine, &x, &b[..256], &b[256..512], &mut y)),
+    );
+    report(
+        "channel_affine_inplace relu",
+        time(|| channel_affine_inplace(&affine, &b[..256], &b[256..512], &mut y)),
+    );
+    let bn = BatchNorm {
+        n: 1,
+        c: 256,
+        inner: 3136,
+        epsilon: 1e-5,
+    };
+    let var: Vec<f32> = b[..256].iter().map(|v| v.abs() + 0.1).collect();
+    report(
+        "batch_norm 256x56x56",
+        time(|| batch_norm(&bn, &x, &b[..256], &b[256..512], &b[512..768], &var, &mut y)),
+    );
+    report(
+        "batch_norm_inplace",
+        time(|| batch_norm_inplace(&bn, &b[..256], &b[256..512], &b[512..768], &var, &mut y)),
+    );
+    report(
+        "softmax_inplace 64x1000",
+        time(|| softmax_inplace(&sm, &mut y[..64000])),
+    );
+    report(
+        "log softmax_inplace 4x64x3136",
+        time(|| softmax_inplace(&log_sm_cols, &mut y[..4 * 64 * 3136])),
+    );
+    report(
+        "unary_inplace relu",
+        time(|| unary_inplace(Unary::Relu, &mut y)),
+    );
+    report(
+        "binary_inplace_b sub",
+        time(|| binary_inplace_b(Binary::Sub, &same, &b[..n], &mut y)),
+    );
     let t = Transpose {
         rank: 2,
         in_shape: arr(&[256, 3136]),

@@ -1,4 +1,4 @@
-use kiln_runtime::kernels::{binary, binary_inplace, unary, unary_inplace};
+use kiln_runtime::kernels::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
 use kiln_runtime::params::{Binary, Broadcast, MAX_RANK, Unary};
 
 use crate::reference::{Rng, assert_close, unary_ref};
@@ -140,13 +140,18 @@ fn check_binary(p: &Broadcast, a_len: usize, b_len: usize, seed: u64) {
         let mut y = vec![f32::NAN; len];
         binary(op, p, &a, &b, &mut y);
         assert_close(&y, &want, 0.0, &format!("{op:?} {p:?}"));
-        if a_len == len
-            && p.a_strides[..p.rank]
-                == broadcast_strides(&p.shape[..p.rank], &[true; MAX_RANK]).0[..p.rank]
-        {
+        let dense = broadcast_strides(&p.shape[..p.rank], &[true; MAX_RANK]).0;
+        // In place over either operand, where it is the output's own layout: the very
+        // same values, bit for bit.
+        if a_len == len && p.a_strides[..p.rank] == dense[..p.rank] {
             let mut y = a.clone();
             binary_inplace(op, p, &mut y, &b);
-            assert_close(&y, &want, 0.0, &format!("in place {op:?} {p:?}"));
+            assert_close(&y, &want, 0.0, &format!("in place over A {op:?} {p:?}"));
+        }
+        if b_len == len && p.b_strides[..p.rank] == dense[..p.rank] {
+            let mut y = b.clone();
+            binary_inplace_b(op, p, &a, &mut y);
+            assert_close(&y, &want, 0.0, &format!("in place over B {op:?} {p:?}"));
         }
     }
 }
@@ -236,4 +241,11 @@ fn binary_random_broadcasts_up_to_rank_6() {
 fn binary_rejects_wrong_length() {
     let p = broadcast(&[4], [1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]);
     binary(Binary::Add, &p, &[0.0; 4], &[0.0; 3], &mut [0.0; 4]);
+}
+
+#[test]
+#[should_panic(expected = "B is the output, so it must be contiguous")]
+fn binary_inplace_b_rejects_a_broadcast_output() {
+    let p = broadcast(&[4], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]);
+    binary_inplace_b(Binary::Sub, &p, &[0.0; 4], &mut [0.0; 4]);
 }

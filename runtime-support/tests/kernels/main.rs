@@ -3,6 +3,7 @@
 //! stride 2, every broadcast pattern). Tolerances are stated per test, relative to
 //! `max(1, |reference|)`.
 
+mod affine;
 mod bench;
 mod conv;
 mod elementwise;

@@ -1,7 +1,7 @@
-use kiln_runtime::kernels::{batch_norm, lrn, softmax};
+use kiln_runtime::kernels::{batch_norm, batch_norm_inplace, lrn, softmax, softmax_inplace};
 use kiln_runtime::params::{BatchNorm, Lrn, Softmax};
 
-use crate::reference::{Rng, assert_close};
+use crate::reference::{Rng, assert_bits_eq, assert_close};
 
 /// A handful of f32 operations per element, relative.
 const TOL: f32 = 1e-5;
@@ -29,6 +29,9 @@ fn batch_norm_matches_definition() {
             })
             .collect();
         assert_close(&y, &want, TOL, &format!("{p:?}"));
+        let mut in_place = x.clone();
+        batch_norm_inplace(&p, &scale, &bias, &mean, &var, &mut in_place);
+        assert_bits_eq(&in_place, &y, &format!("in place {p:?}"));
     }
 }
 
@@ -97,6 +100,9 @@ fn softmax_and_log_softmax() {
         (1, 1, 129),
         (4, 257, 1),
         (1, 3, 255),
+        (2, 4, 64),
+        (1, 2, 65),
+        (1, 300, 1),
     ];
     for (k, (outer, len, inner)) in shapes.into_iter().enumerate() {
         for log in [false, true] {
@@ -117,6 +123,9 @@ fn softmax_and_log_softmax() {
             // Log-softmax values are large and near-exact; softmax probabilities are
             // compared absolutely (relative to max(1, |p|)).
             assert_close(&y, &softmax_ref(&p, &x), TOL, &format!("{p:?}"));
+            let mut in_place = x.clone();
+            softmax_inplace(&p, &mut in_place);
+            assert_bits_eq(&in_place, &y, &format!("in place {p:?}"));
         }
     }
 }

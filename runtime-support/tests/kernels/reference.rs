@@ -92,3 +92,12 @@ pub const ACTIVATIONS: [Activation; 5] = [
     },
     Activation::Sigmoid,
 ];
+
+/// Bit-for-bit equality (NaNs included): in-place kernels run the out-of-place
+/// kernels' arithmetic.
+pub fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.to_bits(), w.to_bits(), "{what}: element {i}: {g} vs {w}");
+    }
+}

@@ -7,7 +7,7 @@ kiln_macros::include_model!(
     "tests/fixtures/tiny.onnx",
     name = d,
     weights = lazy,
-    target = cuda
+    target = tpu
 );
 
 kiln_macros::include_model!("tests/fixtures/tiny.onnx", name = e, alignment = "64");

@@ -1,0 +1,171 @@
+//! Which steps may write their output over one of their inputs: the kernel-side half of
+//! in-place aliasing. The planner decides the other half (the input must die at that
+//! step and not be a graph output), so a step marked here is only a candidate.
+//!
+//! A kernel qualifies when it reads every input element before writing the output
+//! element at the same position: elementwise kernels (unary ops, broadcasting binary
+//! ops, per-channel affine, BatchNorm) and Softmax, which reads a whole row before
+//! writing any of it. The operand must be a planned buffer holding exactly the
+//! output's elements in the output's layout (for a broadcasting op: the operand that is
+//! not broadcast), and must not be read a second time by the same step (`x * x`), since
+//! an in-place kernel reads it only through the output.
+
+use kiln_runtime::params::Broadcast;
+
+use crate::lower::{Buffer, Kernel, Operand, Program, Step};
+
+/// Sets every step's [`Step::in_place`]: the operands it may overwrite, in order of
+/// preference.
+pub fn mark(program: &mut Program) {
+    for step in &mut program.steps {
+        step.in_place = candidates(step, &program.buffers);
+    }
+}
+
+/// The operand positions `step` could write its output over.
+fn candidates(step: &Step, buffers: &[Buffer]) -> Vec<usize> {
+    let positions: &[usize] = match &step.kernel {
+        Kernel::Unary(_) | Kernel::ChannelAffine(_) | Kernel::BatchNorm(_) | Kernel::Softmax(_) => {
+            &[0]
+        }
+        Kernel::Binary(..) => &[0, 1],
+        _ => &[],
+    };
+    positions
+        .iter()
+        .copied()
+        .filter(|&k| reusable(step, buffers, k))
+        .collect()
+}
+
+/// Operand `k` of `step` is a buffer other than the output, of the output's length,
+/// read once by the step, and (for a binary op) laid out as the output.
+fn reusable(step: &Step, buffers: &[Buffer], k: usize) -> bool {
+    let Some(&Operand::Buffer(b)) = step.inputs.get(k) else {
+        return false;
+    };
+    let read_once = step
+        .inputs
+        .iter()
+        .filter(|&&o| o == Operand::Buffer(b))
+        .count()
+        == 1;
+    let same_len = buffers[b.index()].len == buffers[step.output.index()].len;
+    let same_layout = match &step.kernel {
+        Kernel::Binary(_, p) => dense(p, if k == 0 { &p.a_strides } else { &p.b_strides }),
+        _ => true,
+    };
+    b != step.output && !buffers[b.index()].scratch && read_once && same_len && same_layout
+}
+
+/// `strides` are the output's own: contiguous over `p.shape`, no broadcast dim.
+fn dense(p: &Broadcast, strides: &[usize]) -> bool {
+    let mut expected = 1;
+    for d in (0..p.rank).rev() {
+        if p.shape[d] != 1 && strides[d] != expected {
+            return false;
+        }
+        expected *= p.shape[d];
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use kiln_runtime::params;
+
+    use super::*;
+    use crate::lower::broadcast_params;
+    use crate::plan::BufferId;
+
+    fn buffer(len: usize) -> Buffer {
+        Buffer {
+            name: String::new(),
+            len,
+            scratch: false,
+        }
+    }
+
+    fn step(kernel: Kernel, inputs: Vec<Operand>, output: u32) -> Step {
+        Step {
+            node: String::new(),
+            op_type: "",
+            kernel,
+            inputs,
+            output: BufferId(output),
+            scratch: None,
+            in_place: Vec::new(),
+        }
+    }
+
+    const B0: Operand = Operand::Buffer(BufferId(0));
+    const B1: Operand = Operand::Buffer(BufferId(1));
+
+    #[test]
+    fn elementwise_and_row_wise_steps_are_candidates() {
+        let buffers = vec![buffer(12), buffer(12), buffer(12)];
+        let relu = step(Kernel::Unary(params::Unary::Relu), vec![B0], 2);
+        assert_eq!(candidates(&relu, &buffers), vec![0]);
+        let softmax = params::Softmax {
+            outer: 3,
+            len: 4,
+            inner: 1,
+            log: false,
+        };
+        assert_eq!(
+            candidates(&step(Kernel::Softmax(softmax), vec![B0], 2), &buffers),
+            vec![0]
+        );
+        let add = broadcast_params(&[3, 4], &[3, 4], &[3, 4]).unwrap();
+        let sum = step(Kernel::Binary(params::Binary::Add, add), vec![B0, B1], 2);
+        assert_eq!(candidates(&sum, &buffers), vec![0, 1]);
+        // Not elementwise.
+        assert!(candidates(&step(Kernel::Copy, vec![B0], 2), &buffers).is_empty());
+        let t = params::Transpose {
+            rank: 2,
+            in_shape: [3, 4, 1, 1, 1, 1],
+            perm: [1, 0, 2, 3, 4, 5],
+        };
+        assert!(candidates(&step(Kernel::Transpose(t), vec![B0], 2), &buffers).is_empty());
+    }
+
+    #[test]
+    fn broadcast_operands_weights_and_twice_read_buffers_are_not() {
+        let buffers = vec![buffer(12), buffer(4), buffer(12)];
+        // b is broadcast along rows: only a qualifies.
+        let p = broadcast_params(&[3, 4], &[3, 4], &[4]).unwrap();
+        let add = step(Kernel::Binary(params::Binary::Sub, p), vec![B0, B1], 2);
+        assert_eq!(candidates(&add, &buffers), vec![0]);
+        // ... and on the other side only b.
+        let p = broadcast_params(&[3, 4], &[4], &[3, 4]).unwrap();
+        let sub = step(Kernel::Binary(params::Binary::Sub, p), vec![B1, B0], 2);
+        assert_eq!(candidates(&sub, &buffers), vec![1]);
+        // x * x reads x twice.
+        let p = broadcast_params(&[3, 4], &[3, 4], &[3, 4]).unwrap();
+        let square = step(Kernel::Binary(params::Binary::Mul, p), vec![B0, B0], 2);
+        assert!(candidates(&square, &buffers).is_empty());
+        // Weights and graph inputs are never overwritten.
+        let weight = Operand::Weight { offset: 0, len: 12 };
+        let relu = step(Kernel::Unary(params::Unary::Relu), vec![weight], 2);
+        assert!(candidates(&relu, &buffers).is_empty());
+        let relu = step(
+            Kernel::Unary(params::Unary::Relu),
+            vec![Operand::Input(0)],
+            2,
+        );
+        assert!(candidates(&relu, &buffers).is_empty());
+        // A transposed read has the output's length but not its layout.
+        let p = params::Broadcast {
+            rank: 2,
+            shape: [3, 4, 1, 1, 1, 1],
+            a_strides: [1, 3, 0, 0, 0, 0],
+            b_strides: [4, 1, 0, 0, 0, 0],
+        };
+        let add = step(Kernel::Binary(params::Binary::Add, p), vec![B0, B0], 2);
+        assert!(candidates(&add, &buffers).is_empty());
+        let mut other = buffers.clone();
+        other[1] = buffer(12);
+        let add = step(Kernel::Binary(params::Binary::Add, p), vec![B0, B1], 2);
+        assert_eq!(candidates(&add, &other), vec![1]);
+    }
+}

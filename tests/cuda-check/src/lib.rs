@@ -1,0 +1,98 @@
+//! The CUDA target checked without a GPU. `build.rs` compiles the nine zoo models and
+//! two small in-memory models for the CUDA target, so building this crate proves the
+//! generated modules are valid Rust against `kiln_runtime::cuda`; the tests check the
+//! launches they make (`tests/launches.rs`) and run whole models through the CPU
+//! emulator of the CUDA kernels (`tests/emulator.rs`).
+
+use std::path::Path;
+
+use kiln_runtime::cuda::{Launch, Launcher, Ptrs};
+
+/// One generated CUDA module, reached through its constants and `launch_all`.
+pub struct CudaModel {
+    pub name: &'static str,
+    /// Its `testdata/` folder (empty for the in-memory models).
+    pub dir: &'static str,
+    pub arena_bytes: usize,
+    pub weights_bytes: usize,
+    /// Path of its weights file, for the models the tests run.
+    pub weights: Option<&'static str>,
+    pub steps: &'static [(&'static str, &'static str)],
+    pub kernels: &'static [&'static str],
+    pub inputs: &'static [kiln_runtime::TensorInfo],
+    pub outputs: &'static [kiln_runtime::TensorInfo],
+    pub output_regions: &'static [(usize, usize)],
+    pub launch_all: kiln_runtime::cuda::LaunchFn,
+}
+
+/// The generated modules (no lint allowances: generated code must be clippy-clean).
+pub mod generated {
+    use super::CudaModel;
+    include!(concat!(env!("OUT_DIR"), "/cuda_check.rs"));
+}
+
+pub use generated::{SMALL, ZOO};
+
+/// Fails with instructions when the test data was never generated.
+pub fn require_testdata() {
+    let missing = env!("KILN_TESTDATA_MISSING");
+    assert!(
+        missing.is_empty(),
+        "no test data in {missing}: run `bash .ci/run` (or scripts/setup-python.sh and \
+         .venv/bin/python scripts/make_testdata.py) first"
+    );
+}
+
+/// The compiled zoo model `name`.
+pub fn zoo(name: &str) -> &'static CudaModel {
+    require_testdata();
+    ZOO.iter()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| panic!("model {name} was not compiled; is testdata/ complete?"))
+}
+
+/// The compiled in-memory model `name` (CUDA target).
+pub fn small(name: &str) -> &'static CudaModel {
+    SMALL
+        .iter()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| panic!("model {name} was not compiled"))
+}
+
+pub fn load_npy(path: &Path) -> kiln_compiler::npy::Array {
+    kiln_compiler::npy::read(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Largest absolute difference and whether every element satisfies
+/// `|got - want| <= atol + rtol * |want|` (NaN never does).
+pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> (f32, bool) {
+    assert_eq!(got.len(), want.len(), "output length");
+    let mut max = 0.0f32;
+    let mut ok = true;
+    for (&g, &w) in got.iter().zip(want) {
+        let d = (g - w).abs();
+        max = max.max(d);
+        if d.is_nan() || d > atol + rtol * w.abs() {
+            ok = false;
+        }
+    }
+    (max, ok)
+}
+
+/// A launcher that runs nothing and records every launch.
+#[derive(Default)]
+pub struct Recorder {
+    pub launches: Vec<(&'static str, Launch, Ptrs)>,
+}
+
+impl Launcher for Recorder {
+    fn launch(
+        &mut self,
+        step: &'static str,
+        launch: &Launch,
+        ptrs: &Ptrs,
+    ) -> Result<(), kiln_runtime::Error> {
+        self.launches.push((step, *launch, *ptrs));
+        Ok(())
+    }
+}

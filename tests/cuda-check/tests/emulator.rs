@@ -1,0 +1,142 @@
+//! Whole models through the generated CUDA modules' `launch_all`, run on the CPU by the
+//! emulator of the CUDA kernels (`kiln_runtime::cuda::emulator`): the same `.cu`
+//! sources compiled as C++, with the grids, blocks and arguments the GPU would get.
+//!
+//! - SqueezeNet and ShuffleNet (`random.onnx`) against onnxruntime's outputs, with the
+//!   tolerances of `tests/tests/zoo.rs`: logits within 1e-3 · max(1, max|ref|),
+//!   probabilities within 1e-4.
+//! - The compiler tests' tiny classifier and kitchen sink against the CPU target's
+//!   module of the same model (same weights file layout).
+//!
+//! The emulator runs at tens of MFLOP/s: SqueezeNet (~0.35 GFLOP) and ShuffleNet take
+//! a while in a release build; each test prints its time.
+
+use std::path::Path;
+use std::time::Instant;
+
+use kiln_cuda_check::{CudaModel, compare, load_npy, small, zoo};
+use kiln_runtime::Weights;
+use kiln_runtime::cuda::emulator::Emulator;
+
+/// Runs `m` once in the emulator on `inputs` and returns its outputs.
+fn emulate(m: &CudaModel, inputs: &[&[f32]]) -> Vec<Vec<f32>> {
+    let path = m.weights.expect("a model the tests run has a weights file");
+    let weights = Weights::from_file(path, m.weights_bytes).unwrap_or_else(|e| panic!("{e}"));
+    // f32 elements, so the arena is aligned like the device's.
+    let mut arena = vec![0.0f32; m.arena_bytes.div_ceil(4)];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut arena);
+    let start = Instant::now();
+    {
+        let mut emu = Emulator::new(bytes, weights.as_f32(), inputs);
+        (m.launch_all)(&mut emu).unwrap_or_else(|e| panic!("{}: {e}", m.name));
+    }
+    eprintln!(
+        "{}: {} steps emulated in {:.1} s",
+        m.name,
+        m.steps.len(),
+        start.elapsed().as_secs_f64()
+    );
+    m.output_regions
+        .iter()
+        .map(|&(offset, len)| arena[offset / 4..offset / 4 + len].to_vec())
+        .collect()
+}
+
+/// Index of the logits among the random variant's outputs, from meta.json.
+fn logits_index(dir: &Path) -> usize {
+    let meta = std::fs::read_to_string(dir.join("meta.json")).expect("meta.json");
+    let at = meta
+        .find("\"logits_output_index\":")
+        .expect("logits_output_index in meta.json");
+    let rest = meta[at + 22..].trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().expect("logits_output_index is a number")
+}
+
+fn zoo_model(name: &str) {
+    let m = zoo(name);
+    let dir = Path::new(m.dir);
+    let x = load_npy(&dir.join("random_input_0.npy"));
+    assert_eq!(x.shape, m.inputs[0].shape, "{name}: input shape");
+    let outs = emulate(m, &[&x.data]);
+    let logits = logits_index(dir);
+    for (i, got) in outs.iter().enumerate() {
+        let file = format!("random_expected_{i}.npy");
+        let want = load_npy(&dir.join(&file));
+        let atol = if i == logits {
+            1e-3 * want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()))
+        } else {
+            1e-4
+        };
+        let (max, ok) = compare(got, &want.data, atol, 0.0);
+        eprintln!("{name:<12} output {i} ({file}): max |diff| {max:.3e} (atol {atol:.1e})");
+        assert!(
+            ok,
+            "{name}: output {i} differs from {file}: max |diff| {max:e}"
+        );
+    }
+}
+
+#[test]
+fn squeezenet() {
+    zoo_model("squeezenet");
+}
+
+#[test]
+fn shufflenet() {
+    zoo_model("shufflenet");
+}
+
+/// Deterministic inputs in [-1, 1).
+fn input(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn against_cpu(m: &CudaModel, cpu: Vec<Vec<f32>>, x: &[f32]) {
+    let got = emulate(m, &[x]);
+    assert_eq!(got.len(), cpu.len());
+    for (i, (g, want)) in got.iter().zip(&cpu).enumerate() {
+        let (max, ok) = compare(g, want, 1e-5, 1e-4);
+        eprintln!(
+            "{} output {i}: max |diff| {max:.3e} from the CPU target",
+            m.name
+        );
+        assert!(
+            ok,
+            "{}: output {i} differs from the CPU target: max |diff| {max:e}",
+            m.name
+        );
+    }
+}
+
+#[test]
+fn tiny_matches_cpu_target() {
+    use kiln_cuda_check::generated::tiny_cpu;
+    let m = small("tiny_cuda");
+    let x = input(m.inputs[0].len(), 1);
+    let model = tiny_cpu::Model::load(m.weights.unwrap()).unwrap();
+    let mut ctx = tiny_cpu::Context::new();
+    let out = model.run(&mut ctx, tiny_cpu::Inputs { x: &x }).unwrap();
+    against_cpu(m, vec![out.prob.to_vec()], &x);
+}
+
+#[test]
+fn kitchen_sink_matches_cpu_target() {
+    use kiln_cuda_check::generated::kitchen_sink_cpu;
+    let m = small("kitchen_sink_cuda");
+    let x = input(m.inputs[0].len(), 2);
+    let model = kitchen_sink_cpu::Model::load(m.weights.unwrap()).unwrap();
+    let mut ctx = kitchen_sink_cpu::Context::new();
+    let out = model
+        .run(&mut ctx, kitchen_sink_cpu::Inputs { x: &x })
+        .unwrap();
+    against_cpu(m, vec![out.out.to_vec()], &x);
+}

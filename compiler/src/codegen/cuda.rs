@@ -231,6 +231,18 @@ impl Emitter<'_> {
                 pub fn use_graph(&mut self, on: bool) {
                     self.dev.use_graph(on);
                 }
+
+                /// Sends Gemm steps that cuBLAS expresses alone to `cublasSgemm` instead
+                /// of the tiled kernel (an `Err` where no cuBLAS handle can be made).
+                pub fn use_cublas(&mut self, on: bool) -> Result<(), #rt::Error> {
+                    self.dev.use_cublas(on)
+                }
+
+                /// The device context, for inputs already on the device
+                /// (`run_device`) and outputs read in place (`output`).
+                pub fn device(&mut self) -> &mut #rt::cuda::DeviceContext {
+                    &mut self.dev
+                }
             }
 
             /// Typed inputs, one field per model input (host memory).

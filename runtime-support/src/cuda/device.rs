@@ -9,8 +9,8 @@
 use super::Launcher;
 use crate::Error;
 
-/// The launches of a whole model, as generated code provides them
-/// (`launch_all::<dyn Launcher>`).
+/// The launches of a whole model, as generated code provides them (a `launch_dyn`
+/// that calls its generic `launch_all`).
 pub type LaunchFn = fn(&mut dyn Launcher) -> Result<(), Error>;
 
 #[cfg(feature = "cuda")]
@@ -62,6 +62,12 @@ mod imp {
         /// No effect: there is no context to run.
         pub fn use_graph(&mut self, on: bool) {
             let _ = on;
+        }
+
+        /// Always an error: the `cuda` feature is off.
+        pub fn use_cublas(&mut self, on: bool) -> Result<(), Error> {
+            let _ = on;
+            Err(disabled())
         }
 
         /// Always an error: the `cuda` feature is off.

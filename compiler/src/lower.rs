@@ -3,7 +3,8 @@
 //! weights (at fixed offsets in one blob) or buffers the planner will place.
 //!
 //! View operators (Reshape, Flatten, Squeeze, Unsqueeze, Identity) produce no step:
-//! their output is their input's operand.
+//! their output is their input's operand. Last, [`crate::in_place::mark`] lists for
+//! each step the operands its kernel could overwrite with its output.
 
 use std::collections::HashMap;
 

@@ -4,12 +4,15 @@
 //!
 //! A kernel qualifies when it reads every input element before writing the output
 //! element at the same position: elementwise kernels (unary ops, broadcasting binary
-//! ops, per-channel affine, BatchNorm) and Softmax, which reads a whole row before
-//! writing any of it. The operand must be a planned buffer holding exactly the
+//! ops, per-channel affine, BatchNorm), Softmax, which reads a whole row before
+//! writing any of it, and LRN with a window of at most
+//! [`LRN_INPLACE_MAX_SIZE`] channels (its kernels keep the original values of the
+//! channels they already overwrote but still need). The operand must be a planned buffer holding exactly the
 //! output's elements in the output's layout (for a broadcasting op: the operand that is
 //! not broadcast), and must not be read a second time by the same step (`x * x`), since
 //! an in-place kernel reads it only through the output.
 
+use kiln_runtime::kernels::LRN_INPLACE_MAX_SIZE;
 use kiln_runtime::params::Broadcast;
 
 use crate::lower::{Buffer, Kernel, Operand, Program, Step};
@@ -28,6 +31,7 @@ fn candidates(step: &Step, buffers: &[Buffer]) -> Vec<usize> {
         Kernel::Unary(_) | Kernel::ChannelAffine(_) | Kernel::BatchNorm(_) | Kernel::Softmax(_) => {
             &[0]
         }
+        Kernel::Lrn(p) if p.size <= LRN_INPLACE_MAX_SIZE => &[0],
         Kernel::Binary(..) => &[0, 1],
         _ => &[],
     };
@@ -116,6 +120,22 @@ mod tests {
             candidates(&step(Kernel::Softmax(softmax), vec![B0], 2), &buffers),
             vec![0]
         );
+        let lrn = |size| {
+            let p = params::Lrn {
+                n: 1,
+                c: 3,
+                inner: 4,
+                size,
+                alpha: 1e-4,
+                beta: 0.75,
+                bias: 1.0,
+            };
+            candidates(&step(Kernel::Lrn(p), vec![B0], 2), &buffers)
+        };
+        assert_eq!(lrn(5), vec![0]);
+        assert_eq!(lrn(LRN_INPLACE_MAX_SIZE), vec![0]);
+        // A window wider than the in-place kernels' ring stays out of place.
+        assert!(lrn(LRN_INPLACE_MAX_SIZE + 1).is_empty());
         let add = broadcast_params(&[3, 4], &[3, 4], &[3, 4]).unwrap();
         let sum = step(Kernel::Binary(params::Binary::Add, add), vec![B0, B1], 2);
         assert_eq!(candidates(&sum, &buffers), vec![0, 1]);

@@ -42,26 +42,58 @@ extern "C" __global__ void kiln_batch_norm(const KArgs a) {
 }
 
 // ONNX LRN across channels: y = x / (bias + k * sum of x^2 over channels
-// c - before ..= c + after)^beta, k = alpha / size. Not in place (reads neighbours).
+// c - before ..= c + after)^beta, k = alpha / size. One thread per (image, position)
+// walks the channels in order with the window of input values in registers (win[t]
+// is channel ch - before + t, 0 outside the image): channel ch + after + 1 is loaded
+// before channel ch is written, so every value is read before it is overwritten and
+// the kernel may run in place when size <= KILN_LRN_MAX (the CPU's
+// LRN_INPLACE_MAX_SIZE, the compiler's limit for in place). A larger window reads its
+// neighbours from X and must not run in place.
 // ints: 0 N, 1 C, 2 inner, 3 before, 4 after; floats: 0 k, 1 beta, 2 bias.
-// inputs: X.
+// inputs: X. Grid over N * inner.
+#define KILN_LRN_MAX 16
 extern "C" __global__ void kiln_lrn(const KArgs a) {
     const int c = a.ints[1], inner = a.ints[2], before = a.ints[3], after = a.ints[4];
+    const int size = before + after + 1;
     const float k = a.floats[0], beta = a.floats[1], bias = a.floats[2];
-    const long long len = (long long)a.ints[0] * c * inner;
-    const float* x = kiln_in(a, 0);
-    float* y = kiln_out(a);
-    for (long long i = kiln_first(); i < len; i += kiln_stride()) {
-        const int idx = (int)i;
-        const int ch = (idx / inner) % c;
-        const float* base = x + (idx - ch * inner);  // channel 0 of this image, same position
-        const int lo = kiln_max(ch - before, 0), hi = kiln_min(ch + after + 1, c);
-        float sum = 0.0f;
-        for (int cc = lo; cc < hi; ++cc) {
-            const float v = base[cc * inner];
-            sum += v * v;
+    const long long items = (long long)a.ints[0] * inner;
+    for (long long i = kiln_first(); i < items; i += kiln_stride()) {
+        const long long n = i / inner;
+        const long long base = n * c * inner + (i - n * inner);
+        const float* x = kiln_in(a, 0) + base;  // channel 0 of this image and position
+        float* y = kiln_out(a) + base;
+        if (size > KILN_LRN_MAX) {
+            for (int ch = 0; ch < c; ++ch) {
+                const int lo = kiln_max(ch - before, 0), hi = kiln_min(ch + after + 1, c);
+                float sum = 0.0f;
+                for (int cc = lo; cc < hi; ++cc) {
+                    const float v = x[cc * inner];
+                    sum += v * v;
+                }
+                y[ch * inner] = x[ch * inner] / powf(bias + k * sum, beta);
+            }
+            continue;
         }
-        y[idx] = x[idx] / powf(bias + k * sum, beta);
+        float win[KILN_LRN_MAX];
+        KILN_UNROLL
+        for (int t = 0; t < KILN_LRN_MAX; ++t) {
+            const int cc = t - before;
+            win[t] = t < size && cc >= 0 && cc < c ? x[cc * inner] : 0.0f;
+        }
+        for (int ch = 0; ch < c; ++ch) {
+            float sum = 0.0f, v = 0.0f;
+            KILN_UNROLL
+            for (int t = 0; t < KILN_LRN_MAX; ++t) {
+                if (t < size) sum += win[t] * win[t];
+                if (t == before) v = win[t];
+            }
+            const int next = ch + after + 1;
+            const float nv = next < c ? x[next * inner] : 0.0f;
+            KILN_UNROLL
+            for (int t = 0; t < KILN_LRN_MAX - 1; ++t) win[t] = t + 1 < size ? win[t + 1] : nv;
+            win[KILN_LRN_MAX - 1] = nv;
+            y[ch * inner] = v / powf(bias + k * sum, beta);
+        }
     }
 }
 

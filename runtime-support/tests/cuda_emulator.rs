@@ -966,7 +966,7 @@ fn affine_case(
     }
 }
 
-fn lrn_case(n: usize, c: usize, inner: usize, size: usize, rng: &mut Rng) -> Case {
+fn lrn_case(n: usize, c: usize, inner: usize, size: usize, in_place: bool, rng: &mut Rng) -> Case {
     let p = Lrn {
         n,
         c,
@@ -979,14 +979,27 @@ fn lrn_case(n: usize, c: usize, inner: usize, size: usize, rng: &mut Rng) -> Cas
     let x: Vec<f32> = rng.vec(n * c * inner).iter().map(|v| v * 3.0).collect();
     let mut y = vec![0.0; x.len()];
     kernels::lrn(&p, &x, &mut y);
-    Case::one(
-        format!("lrn {p:?}"),
-        geometry::lrn(&p),
-        &[Src::Input(0)],
-        vec![x],
-        y,
-        ELEMENTWISE,
-    )
+    let name = format!("lrn {p:?}");
+    if in_place {
+        Case::one(
+            name + " in place",
+            geometry::lrn(&p),
+            &[Src::Out],
+            vec![],
+            y,
+            ELEMENTWISE,
+        )
+        .in_place(x)
+    } else {
+        Case::one(
+            name,
+            geometry::lrn(&p),
+            &[Src::Input(0)],
+            vec![x],
+            y,
+            ELEMENTWISE,
+        )
+    }
 }
 
 fn softmax_case(
@@ -1059,10 +1072,17 @@ fn norm_cases() -> Vec<Case> {
         batch_norm_case(2, 257, 3, false, &mut rng),
         batch_norm_case(1, 1, 255, false, &mut rng),
         batch_norm_case(3, 5, 7, true, &mut rng),
-        lrn_case(1, 1, 7, 3, &mut rng),
-        lrn_case(2, 257, 3, 5, &mut rng),
-        lrn_case(1, 9, 5, 4, &mut rng),
-        lrn_case(1, 6, 2, 1, &mut rng),
+        lrn_case(1, 1, 7, 3, false, &mut rng),
+        lrn_case(2, 257, 3, 5, false, &mut rng),
+        lrn_case(1, 9, 5, 4, false, &mut rng),
+        lrn_case(1, 6, 2, 1, false, &mut rng),
+        lrn_case(1, 20, 3, 17, false, &mut rng),
+        lrn_case(1, 1, 7, 3, true, &mut rng),
+        lrn_case(2, 257, 3, 5, true, &mut rng),
+        lrn_case(1, 9, 5, 4, true, &mut rng),
+        lrn_case(1, 6, 2, 1, true, &mut rng),
+        lrn_case(3, 7, 63, 2, true, &mut rng),
+        lrn_case(1, 40, 3, 16, true, &mut rng),
         softmax_case(1, 1, 1, false, false, &mut rng),
         softmax_case(3, 255, 1, false, false, &mut rng),
         softmax_case(2, 257, 1, true, false, &mut rng),
@@ -1378,6 +1398,7 @@ fn every_kernel_is_checked() {
         geometry::BATCH_NORM,
         geometry::CHANNEL_AFFINE,
         geometry::SOFTMAX,
+        geometry::LRN,
     ] {
         assert!(in_place.contains(&k), "{k} has no in-place check");
     }

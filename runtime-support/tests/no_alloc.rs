@@ -302,6 +302,7 @@ fn every_kernel(b: &mut Buffers) -> Vec<(&'static str, usize)> {
         bias: 1.0,
     };
     count("lrn", &mut || lrn(&l, &x[..64 * 196], &mut y[..64 * 196]));
+    count("lrn_inplace", &mut || lrn_inplace(&l, &mut y[..64 * 196]));
     for (outer, len, inner) in [(4, 1000, 1), (2, 10, 100)] {
         let s = Softmax {
             outer,

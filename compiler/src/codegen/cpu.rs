@@ -427,6 +427,10 @@ fn in_place_call(
             let pt = tokens::softmax(rt, p);
             quote!(#rt::kernels::softmax_inplace(&#pt, out);)
         }
+        (Kernel::Lrn(p), 0) if p.size <= kiln_runtime::kernels::LRN_INPLACE_MAX_SIZE => {
+            let pt = tokens::lrn(rt, p);
+            quote!(#rt::kernels::lrn_inplace(&#pt, out);)
+        }
         _ => {
             return Err(Error::Codegen(format!(
                 "step `{}` ({}) is planned in place over its operand {k}, which its kernel cannot do",

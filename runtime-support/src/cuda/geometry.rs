@@ -553,10 +553,16 @@ pub const fn reduce_mean(p: &ReduceMean) -> Launches {
     )
 }
 
-/// LRN: inputs `[x]`. Not in place.
+/// LRN: inputs `[x]`. One thread per (image, position) over the channels; may run in
+/// place when `p.size <= LRN_INPLACE_MAX_SIZE` (`KILN_LRN_MAX` in `norm.cu`).
 pub const fn lrn(p: &Lrn) -> Launches {
+    const _: () = assert!(crate::kernels::LRN_INPLACE_MAX_SIZE == 16, "KILN_LRN_MAX");
     assert!(p.size > 0, "lrn: size 0");
     let len = p.n * p.c * p.inner;
+    if len == 0 {
+        return NONE;
+    }
+    int(len);
     let mut ints = [0; MAX_INTS];
     ints[0] = int(p.n);
     ints[1] = int(p.c);
@@ -564,7 +570,8 @@ pub const fn lrn(p: &Lrn) -> Launches {
     ints[3] = int((p.size - 1) / 2);
     ints[4] = int(p.size / 2);
     let k = p.alpha / p.size as f32;
-    elementwise(LRN, len, ints, [k, p.beta, p.bias, 0.0, 0.0, 0.0, 0.0, 0.0])
+    let floats = [k, p.beta, p.bias, 0.0, 0.0, 0.0, 0.0, 0.0];
+    elementwise(LRN, p.n * p.inner, ints, floats)
 }
 
 /// Softmax or LogSoftmax: inputs `[x]`. One block per row; may run in place.

@@ -32,5 +32,8 @@ pub use conv::conv2d;
 pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
 pub use gemm::{gemm, matmul};
 pub use layout::{concat, copy, transpose};
-pub use norm::{batch_norm, batch_norm_inplace, lrn, softmax, softmax_inplace};
+pub use norm::{
+    LRN_INPLACE_MAX_SIZE, batch_norm, batch_norm_inplace, lrn, lrn_inplace, softmax,
+    softmax_inplace,
+};
 pub use pool::{pool2d, reduce_mean};

@@ -56,35 +56,80 @@ fn normalize(p: &BatchNorm, x: Option<&[f32]>, stats: [&[f32]; 4], y: &mut [f32]
 }
 
 /// ONNX LRN: `y = x / (bias + alpha / size * sum of x^2 over the channels
-/// c - floor((size-1)/2) ..= c + ceil((size-1)/2))^beta`. Each channel's square sum is
-/// built in its own output plane, then turned into the result in place.
+/// c - floor((size-1)/2) ..= c + ceil((size-1)/2))^beta`.
 pub fn lrn(p: &Lrn, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), p.n * p.c * p.inner, "lrn: X");
-    assert_eq!(y.len(), x.len(), "lrn: Y");
+    lrn_channels(p, Some(x), y);
+}
+
+/// The largest `size` [`lrn_inplace`] takes: the channels it still needs after
+/// overwriting them are kept in a fixed ring on the stack. ONNX models use 5.
+pub const LRN_INPLACE_MAX_SIZE: usize = 16;
+
+/// [`lrn`] with the input in `y`, overwritten by the result (`p.size` at most
+/// [`LRN_INPLACE_MAX_SIZE`]). Channel `c` reads channels `c - before ..= c + after` at
+/// its own position: those after `c` are still intact, and the original values of the
+/// `before` channels already overwritten are kept in a ring, block of columns by block.
+pub fn lrn_inplace(p: &Lrn, y: &mut [f32]) {
+    assert!(
+        p.size <= LRN_INPLACE_MAX_SIZE,
+        "lrn_inplace: size {} over {LRN_INPLACE_MAX_SIZE}",
+        p.size
+    );
+    lrn_channels(p, None, y);
+}
+
+/// Columns (spatial positions) of an image LRN processes together.
+const LRN_BLOCK: usize = 256;
+/// Rows of the in-place ring: the original values of channels `c - before .. c`, row
+/// `channel % LRN_RING`.
+const LRN_RING: usize = LRN_INPLACE_MAX_SIZE / 2;
+const _: () = assert!((LRN_INPLACE_MAX_SIZE - 1) / 2 < LRN_RING);
+
+/// The body of both LRN forms; `x` is `None` when it is `y` itself. Each image is
+/// processed in blocks of [`LRN_BLOCK`] columns: for each channel the square sum over
+/// its window is built in `acc`, then turned into the result.
+fn lrn_channels(p: &Lrn, x: Option<&[f32]>, y: &mut [f32]) {
+    assert_eq!(y.len(), p.n * p.c * p.inner, "lrn: Y");
     assert!(p.size > 0, "lrn: size 0");
     if y.is_empty() {
         return;
     }
     let (before, after) = ((p.size - 1) / 2, p.size / 2);
     let k = p.alpha / p.size as f32;
+    let image = p.c * p.inner;
+    let mut ring = [[0.0f32; LRN_BLOCK]; LRN_RING];
+    let mut acc = [0.0f32; LRN_BLOCK];
     vectorize!({
-        let images = x
-            .chunks_exact(p.c * p.inner)
-            .zip(y.chunks_exact_mut(p.c * p.inner));
-        for (x, y) in images {
-            for (c, out) in y.chunks_exact_mut(p.inner).enumerate() {
-                out.fill(0.0);
-                let channels = c.saturating_sub(before)..(c + after + 1).min(p.c);
-                for plane in
-                    x[channels.start * p.inner..channels.end * p.inner].chunks_exact(p.inner)
-                {
-                    for (o, &v) in out.iter_mut().zip(plane) {
-                        *o += v * v;
+        for (i, y) in y.chunks_exact_mut(image).enumerate() {
+            let x = x.map(|x| &x[i * image..][..image]);
+            for j0 in (0..p.inner).step_by(LRN_BLOCK) {
+                let w = LRN_BLOCK.min(p.inner - j0);
+                let at = |c: usize| c * p.inner + j0..c * p.inner + j0 + w;
+                let acc = &mut acc[..w];
+                for c in 0..p.c {
+                    acc.fill(0.0);
+                    for cc in c.saturating_sub(before)..(c + after + 1).min(p.c) {
+                        let row = match x {
+                            Some(x) => &x[at(cc)],
+                            None if cc < c => &ring[cc % LRN_RING][..w],
+                            None => &y[at(cc)],
+                        };
+                        for (a, &v) in acc.iter_mut().zip(row) {
+                            *a += v * v;
+                        }
                     }
-                }
-                let xc = &x[c * p.inner..][..p.inner];
-                for (o, &v) in out.iter_mut().zip(xc) {
-                    *o = v / (p.bias + k * *o).powf(p.beta);
+                    let xc = match x {
+                        Some(x) => &x[at(c)],
+                        None => {
+                            let saved = &mut ring[c % LRN_RING][..w];
+                            saved.copy_from_slice(&y[at(c)]);
+                            &*saved
+                        }
+                    };
+                    for ((o, &v), &s) in y[at(c)].iter_mut().zip(xc).zip(acc.iter()) {
+                        *o = v / (p.bias + k * s).powf(p.beta);
+                    }
                 }
             }
         }

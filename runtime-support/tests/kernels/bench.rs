@@ -505,3 +505,27 @@ fn bench_resnet50_network() {
     });
     println!("ResNet-50 forward, batch 1: {:.2} ms", t * 1e3);
 }
+
+/// LRN at AlexNet's two shapes (`cargo test ... -- --ignored --nocapture bench_lrn`).
+#[test]
+#[ignore]
+fn bench_lrn() {
+    for (c, hw) in [(96, 55), (256, 27)] {
+        let p = Lrn {
+            n: 1,
+            c,
+            inner: hw * hw,
+            size: 5,
+            alpha: 1e-4,
+            beta: 0.75,
+            bias: 1.0,
+        };
+        let n = c * hw * hw;
+        let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+        let mut y = vec![0.0; n];
+        let t = time(|| lrn(&p, &x, &mut y));
+        println!("lrn {c}x{hw}x{hw}                      {:8.3} ms", t * 1e3);
+        let t = time(|| lrn_inplace(&p, &mut y));
+        println!("lrn_inplace {c}x{hw}x{hw}              {:8.3} ms", t * 1e3);
+    }
+}

@@ -1,4 +1,6 @@
-use kiln_runtime::kernels::{batch_norm, batch_norm_inplace, lrn, softmax, softmax_inplace};
+use kiln_runtime::kernels::{
+    batch_norm, batch_norm_inplace, lrn, lrn_inplace, softmax, softmax_inplace,
+};
 use kiln_runtime::params::{BatchNorm, Lrn, Softmax};
 
 use crate::reference::{Rng, assert_bits_eq, assert_close};
@@ -69,6 +71,43 @@ fn lrn_matches_onnx_definition() {
             }
         }
         assert_close(&y, &want, TOL, &format!("{p:?}"));
+    }
+}
+
+/// In place, LRN keeps the channels it overwrote in a ring, block of columns by block:
+/// every awkward channel count, block remainder and window gives the out-of-place bits.
+#[test]
+fn lrn_in_place_matches_out_of_place() {
+    for (k, (n, c, inner, size)) in [1, 3, 7, 255]
+        .into_iter()
+        .flat_map(|c| {
+            [1, 3, 63, 257].into_iter().flat_map(move |inner| {
+                [1, 2, 3, 5, 16]
+                    .into_iter()
+                    .map(move |size| (1 + c % 2, c, inner, size))
+            })
+        })
+        .enumerate()
+    {
+        let p = Lrn {
+            n,
+            c,
+            inner,
+            size,
+            alpha: 1e-2,
+            beta: 0.75,
+            bias: 2.0,
+        };
+        let x: Vec<f32> = Rng::new(k as u64)
+            .vec(n * c * inner)
+            .iter()
+            .map(|v| v * 4.0)
+            .collect();
+        let mut y = vec![f32::NAN; x.len()];
+        lrn(&p, &x, &mut y);
+        let mut in_place = x.clone();
+        lrn_inplace(&p, &mut in_place);
+        assert_bits_eq(&in_place, &y, &format!("in place {p:?}"));
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::codegen::{self, CodegenOptions, WeightsMode};
 use crate::error::Error;
-use crate::lower::{self, Operand, Program, Step};
+use crate::lower::{self, Kernel, Operand, Program, Step};
 use crate::plan::{self, BufferId, BufferRequest, MemoryPlan, PlanInput};
 use crate::{infer, load, passes};
 
@@ -376,6 +376,7 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
     let mut def: Vec<Option<usize>> = vec![None; program.buffers.len()];
     let mut uses: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
     let mut in_place_of: Vec<Vec<BufferId>> = vec![Vec::new(); program.buffers.len()];
+    let mut slice_of: Vec<Option<(BufferId, usize)>> = vec![None; program.buffers.len()];
     for (i, s) in program.steps.iter().enumerate() {
         for b in std::iter::once(s.output).chain(s.scratch) {
             match def[b.index()] {
@@ -398,6 +399,24 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
                 uses[b.index()].push(i);
             }
         }
+        // A Concat of contiguous parts (outer 1) copies each input unchanged to its
+        // range of the output: the planner may place an input there instead. A later
+        // Concat of the same input replaces the candidate (only the last reader can).
+        if let Kernel::Concat(p) = &s.kernel
+            && p.outer == 1
+            && def[s.output.index()] == Some(i)
+        {
+            let mut at = 0;
+            for op in &s.inputs {
+                if let Operand::Buffer(b) = *op
+                    && s.inputs.iter().filter(|&&o| o == *op).count() == 1
+                    && !program.buffers[b.index()].scratch
+                {
+                    slice_of[b.index()] = Some((s.output, at * 4));
+                }
+                at += operand_len(program, op);
+            }
+        }
     }
     let outputs: Vec<_> = program.outputs.iter().map(|(_, b)| *b).collect();
     for (i, b) in program.buffers.iter().enumerate() {
@@ -414,10 +433,20 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
         };
         input.push(BufferRequest {
             in_place_of: std::mem::take(&mut in_place_of[i]),
+            slice_of: slice_of[i],
             ..req
         });
     }
     input
+}
+
+/// Elements of a step's operand.
+fn operand_len(program: &Program, op: &Operand) -> usize {
+    match *op {
+        Operand::Input(i) => program.inputs[i].shape.iter().product(),
+        Operand::Weight { len, .. } => len,
+        Operand::Buffer(b) => program.buffers[b.index()].len,
+    }
 }
 
 #[cfg(test)]

@@ -226,6 +226,12 @@ impl<'a> Emitter<'a> {
 
     /// One kernel call, commented with its ONNX node.
     fn step(&self, s: &Step, index: usize) -> Result<TokenStream, Error> {
+        if let Kernel::Concat(p) = &s.kernel
+            && p.outer == 1
+            && let Some(parts) = concat_parts(self.program, self.plan, s)
+        {
+            return Ok(self.concat_in_place(s, &parts, index));
+        }
         let rt = self.rt;
         let step_name = &s.node;
         let mut muts = vec![self.region(s.output)];
@@ -388,6 +394,102 @@ impl<'a> Emitter<'a> {
             }
         })
     }
+}
+
+impl Emitter<'_> {
+    /// A Concat some of whose inputs the plan placed in its output: the others are
+    /// copied to their ranges (`offsets::OUT + byte`, as regions written by the step),
+    /// and when there are none left the step is only its comment.
+    fn concat_in_place(&self, s: &Step, parts: &[ConcatPart], index: usize) -> TokenStream {
+        let rt = self.rt;
+        let step_name = &s.node;
+        let out_name = &self.offset_names[s.output.index()];
+        let copies: Vec<&ConcatPart> = parts.iter().filter(|p| !p.in_place).collect();
+        if copies.is_empty() {
+            let comment = format!(
+                "{}{} ({}): in place, no copy",
+                super::STEP_MARKER_DOC,
+                s.node,
+                s.op_type
+            );
+            return quote! {
+                #[doc = #comment]
+                {}
+            };
+        }
+        let mut muts = Vec::new();
+        let mut mut_names = Vec::new();
+        let mut refs = Vec::new();
+        let mut ref_names = Vec::new();
+        let mut calls = Vec::new();
+        for (j, part) in copies.iter().enumerate() {
+            let (byte, len) = (us(part.at * 4), us(part.len));
+            muts.push(quote!((offsets::#out_name + #byte, #len)));
+            let out = format_ident!("out{}", j);
+            let x = match s.inputs[part.input] {
+                Operand::Input(i) => {
+                    let i = us(i);
+                    quote!(inputs[#i])
+                }
+                Operand::Weight { offset, len } => {
+                    let (a, b) = (us(offset), us(offset + len));
+                    quote!(&w[#a..#b])
+                }
+                Operand::Buffer(b) => {
+                    let name = format_ident!("in{}", refs.len());
+                    refs.push(self.region(b));
+                    ref_names.push(name.clone());
+                    quote!(#name)
+                }
+            };
+            calls.push(quote!(#rt::kernels::copy(#x, #out);));
+            mut_names.push(out);
+        }
+        let index_lit = us(index);
+        let comment = step_comment(s);
+        quote! {
+            #comment
+            {
+                let t = #rt::profile::start(times);
+                let ([#(#mut_names),*], [#(#ref_names),*]) = arena.regions(#step_name, [#(#muts),*], [#(#refs),*])?;
+                #(#calls)*
+                #rt::profile::stop(times, #index_lit, t);
+            }
+        }
+    }
+}
+
+/// One input of a Concat with contiguous parts: its position in the step's inputs, its
+/// range of the output in elements, and whether the plan placed it there already.
+struct ConcatPart {
+    input: usize,
+    at: usize,
+    len: usize,
+    in_place: bool,
+}
+
+/// The parts of Concat step `s` when the plan placed at least one of its inputs in
+/// its output (a slice: `outer` is 1); else None, and the step copies them all.
+fn concat_parts(program: &Program, plan: &MemoryPlan, s: &Step) -> Option<Vec<ConcatPart>> {
+    let mut at = 0;
+    let mut parts = Vec::with_capacity(s.inputs.len());
+    for (input, op) in s.inputs.iter().enumerate() {
+        let len = match *op {
+            Operand::Input(i) => program.inputs[i].shape.iter().product(),
+            Operand::Weight { len, .. } => len,
+            Operand::Buffer(b) => program.buffers[b.index()].len,
+        };
+        let in_place =
+            matches!(*op, Operand::Buffer(b) if plan.slice(b) == Some((s.output, at * 4)));
+        parts.push(ConcatPart {
+            input,
+            at,
+            len,
+            in_place,
+        });
+        at += len;
+    }
+    parts.iter().any(|p| p.in_place).then_some(parts)
 }
 
 /// The in-place form of step `s`'s kernel, writing `out` over its operand `k` (`a(i)`

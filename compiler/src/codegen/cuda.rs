@@ -36,6 +36,7 @@ pub fn emit(program: &Program, plan: &MemoryPlan, opts: &CodegenOptions) -> Resu
     let rt = quote!(rt);
     let e = Emitter {
         program,
+        plan,
         rt: &rt,
         offset_names: offset_names(program),
     };
@@ -131,6 +132,7 @@ fn check_sizes(p: &Program) -> Result<(), Error> {
 
 struct Emitter<'a> {
     program: &'a Program,
+    plan: &'a MemoryPlan,
     rt: &'a TokenStream,
     /// Constant name in `offsets::` for each buffer.
     offset_names: Vec<syn::Ident>,
@@ -490,6 +492,14 @@ impl Emitter<'_> {
                 let mut launches = Vec::new();
                 for (i, (op, x)) in s.inputs.iter().zip(&ins).enumerate() {
                     let chunk = self.len(op) / outer;
+                    // An input the plan placed in its range of the output (a slice,
+                    // outer 1) is there already.
+                    let placed = matches!(*op, Operand::Buffer(b)
+                        if outer == 1 && self.plan.slice(b) == Some((s.output, at * 4)));
+                    if placed {
+                        at += chunk;
+                        continue;
+                    }
                     let name = format_ident!("L{}", i);
                     let ptrs = self.ptrs(out.clone(), std::slice::from_ref(x), None);
                     let (c, oc, a) = (us(chunk), us(out_chunk), us(at));
@@ -500,10 +510,14 @@ impl Emitter<'_> {
                     launches.push(geometry::concat_part(p, chunk, out_chunk, at));
                     at += chunk;
                 }
-                let tokens = quote! {
-                    {
-                        const P: #rt::params::Concat = #pt;
-                        #(#parts)*
+                let tokens = if parts.is_empty() {
+                    quote!({})
+                } else {
+                    quote! {
+                        {
+                            const P: #rt::params::Concat = #pt;
+                            #(#parts)*
+                        }
                     }
                 };
                 (tokens, launches)

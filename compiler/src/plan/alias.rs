@@ -47,21 +47,119 @@ pub fn choose(input: &PlanInput, live: &Liveness) -> Vec<Option<BufferId>> {
     alias_of
 }
 
+/// Per buffer, the Concat output it is placed in as a slice and its byte offset there
+/// ([`BufferRequest::slice_of`]), on top of the in-place aliases `alias_of`. Legal,
+/// checked again by the validator from the definitions:
+///
+/// - the buffer is plain (not scratch, not a graph output), in no in-place alias (as
+///   input or output), not itself a parent of slices, and read once by its parent's
+///   step, which is its last reader, and written earlier;
+/// - the parent is not scratch, not a slice, not written in place over another buffer;
+/// - the offset is a multiple of the alignment and the slice (aligned) lies inside the
+///   parent (aligned), apart from the parent's other slices.
+///
+/// Then, parent by parent in id order, a parent's slices are kept only where they do
+/// not raise the lower bound of the blocks kept so far (reserving the whole output
+/// early can cost more than the copy it saves); the strategies then place the blocks
+/// with the kept slices and without, and the smaller arena wins.
+pub fn choose_slices(
+    input: &PlanInput,
+    live: &Liveness,
+    alias_of: &[Option<BufferId>],
+) -> Result<Vec<Option<(BufferId, usize)>>, PlanError> {
+    let n = input.buffers.len();
+    let mut in_alias = vec![false; n];
+    for (y, x) in alias_of.iter().enumerate() {
+        if let Some(x) = x {
+            in_alias[y] = true;
+            if let Some(slot) = in_alias.get_mut(x.index()) {
+                *slot = true;
+            }
+        }
+    }
+    let mut is_parent = vec![false; n];
+    for b in &input.buffers {
+        if let Some((p, _)) = b.slice_of
+            && p.index() < n
+        {
+            is_parent[p.index()] = true;
+        }
+    }
+    // Legal candidates, grouped by parent: (child, delta), each apart from the others.
+    let mut groups: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for (c, child) in input.buffers.iter().enumerate() {
+        let Some((p, delta)) = child.slice_of else {
+            continue;
+        };
+        let Some(parent) = input.buffers.get(p.index()) else {
+            continue;
+        };
+        let (life, size) = (live.lifetimes[c], live.sizes[c]);
+        let apart = |group: &[(usize, usize)]| {
+            group
+                .iter()
+                .all(|&(o, d)| delta.saturating_add(size) <= d || d + live.sizes[o] <= delta)
+        };
+        let legal = p.index() != c
+            && !child.scratch
+            && !child.live_to_end
+            && !in_alias[c]
+            && !is_parent[c]
+            && !parent.scratch
+            && parent.slice_of.is_none()
+            && alias_of[p.index()].is_none()
+            && life.first < parent.def
+            && life.last == parent.def
+            && child.uses.iter().filter(|&&u| u == parent.def).count() == 1
+            && delta.is_multiple_of(input.alignment)
+            && delta
+                .checked_add(size)
+                .is_some_and(|end| end <= live.sizes[p.index()])
+            && apart(&groups[p.index()]);
+        if legal {
+            groups[p.index()].push((c, delta));
+        }
+    }
+    // Keep each parent's slices where they do not raise the bound.
+    let mut slice_of = vec![None; n];
+    let mut bound =
+        super::analyze(&merge(input, live, alias_of, &slice_of)?.input)?.lower_bound_bytes;
+    for (p, group) in groups.iter().enumerate() {
+        if group.is_empty() {
+            continue;
+        }
+        let mut tried = slice_of.clone();
+        for &(c, delta) in group {
+            tried[c] = Some((BufferId(p as u32), delta));
+        }
+        let with = super::analyze(&merge(input, live, alias_of, &tried)?.input)?.lower_bound_bytes;
+        if with <= bound {
+            (slice_of, bound) = (tried, with);
+        }
+    }
+    Ok(slice_of)
+}
+
 /// Chains of aliases as blocks: a [`PlanInput`] with one buffer per block, and the block
 /// of every buffer.
 pub struct Blocks {
     pub input: PlanInput,
     /// Per buffer: the index of its block in `input.buffers`.
     pub block_of: Vec<usize>,
+    /// Per buffer: its byte offset inside its block (non-zero only for slices).
+    pub delta: Vec<usize>,
 }
 
 /// Merges every chain of `alias_of` into one block living from its first member's
-/// first step to its last member's last step. Blocks are numbered in the order of
-/// their first member's id, so a plan without aliases has the input's own order.
+/// first step to its last member's last step, and every slice of `slice_of` into its
+/// parent's block (which then starts at the slice's first step). Blocks are numbered
+/// in the order of their first member's id, so a plan without aliases has the input's
+/// own order.
 pub fn merge(
     input: &PlanInput,
     live: &Liveness,
     alias_of: &[Option<BufferId>],
+    slice_of: &[Option<(BufferId, usize)>],
 ) -> Result<Blocks, PlanError> {
     let n = input.buffers.len();
     // An alias's input starts strictly earlier, so in order of first step every
@@ -78,6 +176,34 @@ pub fn merge(
             root[i] = root[x.index()];
         }
     }
+    // A slice joins its parent's block at its offset there. It is in no in-place chain
+    // and parents no slice, so no other buffer's root is the slice.
+    let mut delta = vec![0; n];
+    let mut is_root_of_others = vec![false; n];
+    for (i, &r) in root.iter().enumerate() {
+        is_root_of_others[r] |= r != i;
+    }
+    for (c, s) in slice_of.iter().enumerate() {
+        let Some((p, d)) = *s else { continue };
+        let p_slice = slice_of.get(p.index()).copied().flatten();
+        if p.index() >= n || p.index() == c || p_slice.is_some() || root[c] != c {
+            return Err(bad_alias(
+                input,
+                c,
+                p,
+                "is not a buffer it can be a slice of",
+            ));
+        }
+        if is_root_of_others[c] {
+            return Err(bad_alias(
+                input,
+                c,
+                p,
+                "takes a slice written over in place",
+            ));
+        }
+        (root[c], delta[c]) = (root[p.index()], d);
+    }
     let mut block_of = vec![usize::MAX; n];
     let mut blocks: Vec<BufferRequest> = Vec::new();
     for i in 0..n {
@@ -87,6 +213,7 @@ pub fn merge(
             let b = &input.buffers[r];
             blocks.push(BufferRequest {
                 in_place_of: Vec::new(),
+                slice_of: None,
                 ..b.clone()
             });
         }
@@ -94,9 +221,28 @@ pub fn merge(
             continue;
         }
         block_of[i] = block_of[r];
-        // Extend the block over member i: it starts later and ends at least as late.
         let block = &mut blocks[block_of[r]];
         let (b, life) = (&input.buffers[i], live.lifetimes[i]);
+        if slice_of.get(i).copied().flatten().is_some() {
+            // A slice: it starts earlier and ends where its parent starts.
+            let fits = delta[i]
+                .checked_add(live.sizes[i])
+                .is_some_and(|end| end <= live.sizes[r]);
+            if !fits {
+                return Err(bad_alias(
+                    input,
+                    i,
+                    BufferId(r as u32),
+                    "is too small for it",
+                ));
+            }
+            // Keep the block's end (its last use, or its step when it has none).
+            let last = block.uses.iter().copied().max().unwrap_or(block.def);
+            block.uses = vec![last.max(block.def)];
+            block.def = block.def.min(life.first);
+            continue;
+        }
+        // Extend the block over member i: it starts later and ends at least as late.
         if block.size != b.size {
             return Err(bad_alias(input, i, BufferId(r as u32), "differs in size"));
         }
@@ -109,6 +255,7 @@ pub fn merge(
     Ok(Blocks {
         input: merged,
         block_of,
+        delta,
     })
 }
 
@@ -153,7 +300,7 @@ mod tests {
         let live = analyze(&input).unwrap();
         let alias_of = choose(&input, &live);
         assert_eq!(alias_of, vec![None, Some(BufferId(0)), Some(BufferId(1))]);
-        let blocks = merge(&input, &live, &alias_of).unwrap();
+        let blocks = merge(&input, &live, &alias_of, &[]).unwrap();
         assert_eq!(blocks.block_of, vec![0, 0, 0]);
         let merged = analyze(&blocks.input).unwrap();
         assert_eq!(merged.lifetimes, vec![Lifetime::new(0, 3)]);
@@ -205,5 +352,62 @@ mod tests {
         });
         let live = analyze(&input).unwrap();
         assert_eq!(choose(&input, &live), vec![None, None, Some(a), Some(b)]);
+    }
+
+    #[test]
+    fn slices_are_kept_where_they_do_not_raise_the_bound() {
+        use super::super::testutil::concat_example;
+        let p = BufferId(3);
+        let input = concat_example(256);
+        let live = analyze(&input).unwrap();
+        let none = vec![None; 5];
+        let slices = choose_slices(&input, &live, &none).unwrap();
+        assert_eq!(slices, vec![Some((p, 0)), None, Some((p, 256)), None, None]);
+        let blocks = merge(&input, &live, &none, &slices).unwrap();
+        assert_eq!(blocks.block_of, vec![0, 1, 0, 0, 2]);
+        assert_eq!(blocks.delta, vec![0, 0, 256, 0, 0]);
+        let merged = analyze(&blocks.input).unwrap();
+        assert_eq!(merged.lifetimes[0], Lifetime::new(0, 4));
+        assert_eq!(
+            (live.lower_bound_bytes, merged.lower_bound_bytes),
+            (1280, 1024)
+        );
+        // Reserving P from step 0 would raise the bound: no slice.
+        let input = concat_example(8192);
+        let live = analyze(&input).unwrap();
+        let slices = choose_slices(&input, &live, &none).unwrap();
+        assert!(slices.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn illegal_slices_are_dropped() {
+        let p = BufferId(3);
+        let none = vec![None; 5];
+        let slices = |f: &dyn Fn(&mut PlanInput)| {
+            let mut input = super::super::testutil::concat_example(256);
+            f(&mut input);
+            let live = analyze(&input).unwrap();
+            choose_slices(&input, &live, &none).unwrap()
+        };
+        // c is read after the Concat.
+        assert_eq!(slices(&|i| i.buffers[0].uses.push(4))[0], None);
+        // A misaligned byte offset.
+        let misaligned = slices(&|i| i.buffers[2].slice_of = Some((p, 128)));
+        assert_eq!(misaligned, vec![Some((p, 0)), None, None, None, None]);
+        // Past the parent's end, a graph output, read twice by the Concat.
+        assert_eq!(slices(&|i| i.buffers[2].slice_of = Some((p, 768)))[2], None);
+        assert_eq!(slices(&|i| i.buffers[0].live_to_end = true)[0], None);
+        assert_eq!(slices(&|i| i.buffers[0].uses.push(3))[0], None);
+        // Overlapping the parent's other slice.
+        assert_eq!(slices(&|i| i.buffers[2].slice_of = Some((p, 0)))[2], None);
+        // A slice of a slice: d inside c, which is inside P.
+        let nested = slices(&|i| i.buffers[2].slice_of = Some((BufferId(0), 0)));
+        assert_eq!(nested[0], None);
+        // In an in-place alias.
+        let input = super::super::testutil::concat_example(256);
+        let live = analyze(&input).unwrap();
+        let mut alias_of = none.clone();
+        alias_of[1] = Some(BufferId(0));
+        assert_eq!(choose_slices(&input, &live, &alias_of).unwrap()[0], None);
     }
 }

@@ -8,13 +8,19 @@
 //! A buffer may name inputs its writer could overwrite ([`BufferRequest::in_place_of`]:
 //! elementwise and row-wise kernels); where such an input dies at that step, the
 //! planner puts the output over it (in place), and the two share bytes.
+//! A Concat's input may name the Concat's output and its byte offset there
+//! ([`BufferRequest::slice_of`]); where the Concat is its last reader, the planner may
+//! place it there (a slice), reserving the output from the slice's first step, so the
+//! Concat need not copy it ([`MemoryPlan::slice_of`]).
 //!
 //! One pass per module, each with one entry point:
 //!
 //! 1. [`liveness::analyze`] — lifetimes, aligned sizes, the naive total and the
 //!    liveness lower bound (no arena without aliasing can be smaller).
-//!    [`alias::choose`] keeps the legal in-place candidates and [`alias::merge`] makes
-//!    every chain of them one block; the strategies place blocks.
+//!    [`alias::choose`] keeps the legal in-place candidates, [`alias::choose_slices`]
+//!    the legal Concat slices that do not raise the bound, and [`alias::merge`] makes
+//!    every chain of aliases, and every parent with its slices, one block; the
+//!    strategies place blocks.
 //! 2. [`interference`] — which buffers conflict: adjacency lists built by a sweep
 //!    line when the edges are few (as in real models), else a segment tree over
 //!    time queried on demand; never an O(n²) matrix.
@@ -22,8 +28,9 @@
 //!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners),
 //!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end), and
 //!    [`improve::local_search`] (the better greedy order, improved by a bounded
-//!    local search), each with the in-place aliases and without them. The smallest
-//!    arena wins; ties go to in place, then to the first in [`Strategy::ALL`].
+//!    local search), each with the in-place aliases and slices, with the aliases
+//!    only, and without either. The smallest arena wins; ties go to the earlier set
+//!    (slices, then in place), then to the first in [`Strategy::ALL`].
 //! 4. [`validate::validate`] — an independent checker run on every candidate.
 //! 5. [`report`] — a text table and a JSON document for humans and tools;
 //!    [`svg::svg`] — the arena as a picture (time × offset).
@@ -32,7 +39,9 @@
 //! multiple of `alignment`; every buffer lies inside `arena_bytes`; `arena_bytes`
 //! is exactly the largest end; two buffers whose inclusive lifetimes intersect
 //! occupy disjoint byte ranges, unless one is the legal in-place alias of the other
-//! ([`MemoryPlan::alias_of`]), and then they occupy the very same bytes; zero-size
+//! ([`MemoryPlan::alias_of`]), and then they occupy the very same bytes, or a slice
+//! of the other ([`MemoryPlan::slice_of`]), and then it lies inside it and nothing
+//! else touches the parent's bytes from the slice's first step on; zero-size
 //! buffers sit at offset 0 and conflict with nothing.
 
 use std::fmt;
@@ -100,6 +109,10 @@ pub struct BufferRequest {
     /// kernel reads each element of such an input before writing the same element of
     /// the output. The planner keeps one where it is legal ([`alias`]).
     pub in_place_of: Vec<BufferId>,
+    /// `(parent, delta)`: the step writing `parent` only copies this buffer, unchanged,
+    /// to bytes `delta..` of it (a Concat's input). The planner may place this buffer
+    /// there, a slice of its parent, so that the copy disappears ([`alias`]).
+    pub slice_of: Option<(BufferId, usize)>,
 }
 
 impl BufferRequest {
@@ -113,6 +126,7 @@ impl BufferRequest {
             live_to_end: false,
             scratch: false,
             in_place_of: Vec::new(),
+            slice_of: None,
         }
     }
 
@@ -248,9 +262,14 @@ pub struct MemoryPlan {
     /// input dies at the step that writes this one), or None.
     pub alias_of: Vec<Option<BufferId>>,
     /// max over steps of the aligned bytes live at that step, a buffer and the one it
-    /// is written over counting once: no arena with these aliases can be smaller.
+    /// is written over counting once, and a slice not at all (its parent counting from
+    /// the slice's first step): no arena with these aliases and slices can be smaller.
     /// Equal to `lower_bound_bytes` without aliases.
     pub in_place_lower_bound_bytes: usize,
+    /// Per [`BufferId`]: the buffer it is a slice of and the byte offset inside it
+    /// (`offset = parent's offset + delta`): a Concat's input placed where the Concat
+    /// would copy it, so the Concat does not; or None.
+    pub slice_of: Vec<Option<(BufferId, usize)>>,
     /// Name of the strategy that produced `offsets`.
     pub strategy: &'static str,
     /// Every strategy tried: with the in-place aliases (when there are any), then
@@ -264,6 +283,8 @@ pub struct Tried {
     pub strategy: &'static str,
     /// Whether it placed the buffers with their in-place aliases.
     pub in_place: bool,
+    /// Whether it placed the buffers with their Concat slices too.
+    pub slices: bool,
     pub arena_bytes: usize,
 }
 
@@ -281,6 +302,16 @@ impl MemoryPlan {
     /// Number of buffers written in place over another.
     pub fn in_place_count(&self) -> usize {
         self.alias_of.iter().flatten().count()
+    }
+
+    /// The buffer `id` is a slice of, and its byte offset inside it, if any.
+    pub fn slice(&self, id: BufferId) -> Option<(BufferId, usize)> {
+        self.slice_of.get(id.index()).copied().flatten()
+    }
+
+    /// Number of buffers placed as slices of a Concat's output.
+    pub fn slice_count(&self) -> usize {
+        self.slice_of.iter().flatten().count()
     }
 
     /// `offset..offset + aligned size` of `id`, if it is a buffer of this plan.
@@ -402,6 +433,14 @@ pub enum PlanError {
         reason: String,
     },
     #[error(
+        "invalid memory plan: buffer `{buffer}` is placed as a slice of `{parent}`, but {reason}"
+    )]
+    BadSlice {
+        buffer: String,
+        parent: String,
+        reason: String,
+    },
+    #[error(
         "memory plan: strategy `{strategy}` produced an invalid plan (a planner bug): {source}"
     )]
     StrategyBug {
@@ -416,25 +455,44 @@ pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
     plan_with(input, Strategy::ALL)
 }
 
-/// Plans `input` with the given strategies, in order, first with the legal in-place
-/// aliases (when there are any), then without; the smallest arena wins and ties go to
-/// the earlier. Every candidate goes through the validator: one that fails is a
-/// planner bug and is returned as [`PlanError::StrategyBug`].
+/// Plans `input` with the given strategies, in order: first with the legal in-place
+/// aliases and Concat slices (when there are slices), then with the aliases only (when
+/// there are any), then without either; the smallest arena wins and ties go to the
+/// earlier (so slices are kept when they cost nothing: the same arena, fewer copies).
+/// Every candidate goes through the validator: one that fails is a planner bug and is
+/// returned as [`PlanError::StrategyBug`].
 pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPlan, PlanError> {
     let live = liveness::analyze(input)?;
     let alias_of = alias::choose(input, &live);
+    let slice_of = alias::choose_slices(input, &live, &alias_of)?;
     let mut best: Option<MemoryPlan> = None;
-    let mut tried = Vec::with_capacity(2 * strategies.len());
+    let mut tried = Vec::with_capacity(3 * strategies.len());
+    let none = vec![None; live.len()];
+    // (in-place aliases, slices) of each set tried.
+    type Set<'a> = (&'a [Option<BufferId>], &'a [Option<(BufferId, usize)>]);
+    let mut sets: Vec<Set> = Vec::new();
+    if slice_of.iter().any(Option::is_some) {
+        sets.push((&alias_of, &slice_of));
+    }
     if alias_of.iter().any(Option::is_some) {
-        let blocks = alias::merge(input, &live, &alias_of)?;
+        sets.push((&alias_of, &none));
+    }
+    for (alias_of, slice_of) in sets {
+        let blocks = alias::merge(input, &live, alias_of, slice_of)?;
         let merged = liveness::analyze(&blocks.input)?;
         let expand = |offsets: Vec<usize>| -> Vec<usize> {
-            blocks.block_of.iter().map(|&b| offsets[b]).collect()
+            blocks
+                .block_of
+                .iter()
+                .zip(&blocks.delta)
+                .map(|(&b, &d)| offsets[b] + d)
+                .collect()
         };
         let run = Run {
             live: &live,
             placed: &merged,
-            alias_of: alias_of.clone(),
+            alias_of: alias_of.to_vec(),
+            slice_of: slice_of.to_vec(),
             expand: &expand,
         };
         run.strategies(input, strategies, &mut best, &mut tried)?;
@@ -443,6 +501,7 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
         live: &live,
         placed: &live,
         alias_of: vec![None; live.len()],
+        slice_of: vec![None; live.len()],
         expand: &|offsets: Vec<usize>| offsets,
     };
     run.strategies(input, strategies, &mut best, &mut tried)?;
@@ -452,11 +511,13 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
 }
 
 /// One way of placing the buffers: what the strategies place (`placed`: the buffers
-/// themselves, or blocks of aliases) and how their offsets become the buffers'.
+/// themselves, or blocks of aliases and slices) and how their offsets become the
+/// buffers'.
 struct Run<'a> {
     live: &'a Liveness,
     placed: &'a Liveness,
     alias_of: Vec<Option<BufferId>>,
+    slice_of: Vec<Option<(BufferId, usize)>>,
     expand: &'a dyn Fn(Vec<usize>) -> Vec<usize>,
 }
 
@@ -472,6 +533,7 @@ impl Run<'_> {
     ) -> Result<(), PlanError> {
         let live = self.live;
         let in_place = self.alias_of.iter().any(Option::is_some);
+        let slices = self.slice_of.iter().any(Option::is_some);
         let mut shared = strategy::Shared::new(self.placed);
         for &strategy in strategies {
             let offsets = (self.expand)(strategy.offsets_shared(&mut shared)?);
@@ -487,6 +549,7 @@ impl Run<'_> {
                 peak_step: live.peak_step,
                 alias_of: self.alias_of.clone(),
                 in_place_lower_bound_bytes: self.placed.lower_bound_bytes,
+                slice_of: self.slice_of.clone(),
                 strategy: strategy.name(),
                 strategies: Vec::new(),
             };
@@ -497,6 +560,7 @@ impl Run<'_> {
             tried.push(Tried {
                 strategy: strategy.name(),
                 in_place,
+                slices,
                 arena_bytes,
             });
             if best

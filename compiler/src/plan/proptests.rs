@@ -54,7 +54,8 @@ fn arb_input(max_steps: usize, max_buffers: usize) -> impl Strategy<Value = Plan
 /// sizes are common) from one to three earlier buffers, mostly recent ones, may use
 /// scratch, and names some of its inputs as in-place candidates, legal or not (the
 /// input may be read later, differ in size, or be a graph output); some buffers are
-/// graph outputs, a few are written again later (accumulation).
+/// graph outputs, a few are written again later (accumulation), some are Concats of
+/// their inputs (each a slice candidate).
 fn arb_dag(max_steps: usize) -> impl Strategy<Value = PlanInput> {
     let step = (
         prop::collection::vec((0usize..100, 0u8..4), 1..4),
@@ -80,6 +81,18 @@ fn arb_dag(max_steps: usize) -> impl Strategy<Value = PlanInput> {
                     if candidate > 0 {
                         b.in_place_of.push(BufferId(x as u32));
                     }
+                }
+                if *kind == 3 && s > 0 {
+                    // A Concat of its reads, in order: each may become a slice of it
+                    // (or not: read later, twice, at a misaligned byte, ...).
+                    let mut delta = 0;
+                    for &(pick, _) in reads {
+                        let back = if pick < 70 { 1 + pick % 3 } else { 1 + pick };
+                        let x = s - back.min(s);
+                        input.buffers[x].slice_of = Some((BufferId(s as u32), delta));
+                        delta += input.buffers[x].size;
+                    }
+                    b.size = delta;
                 }
                 if *kind == 1 && s > 0 {
                     // An accumulation: step s writes an earlier buffer again.
@@ -107,14 +120,19 @@ fn with_tree_index<T>(f: impl FnOnce() -> T) -> T {
 
 fn check_plan(input: &PlanInput, plan: &MemoryPlan) -> Result<(), TestCaseError> {
     prop_assert_eq!(validate(input, plan), Ok(()));
-    prop_assert!(brute_is_valid_aliased(input, &plan.offsets, &plan.alias_of));
+    prop_assert!(brute_is_valid_aliased(
+        input,
+        &plan.offsets,
+        &plan.alias_of,
+        &plan.slice_of
+    ));
     prop_assert_eq!(simulate(input, plan), Ok(()));
     prop_assert_eq!(plan.lower_bound_bytes, brute_lower_bound(input));
     prop_assert_eq!(plan.naive_bytes, naive_sizes(input).iter().sum::<usize>());
     prop_assert!(plan.in_place_lower_bound_bytes <= plan.lower_bound_bytes);
     prop_assert!(plan.arena_bytes >= plan.in_place_lower_bound_bytes);
     prop_assert!(plan.arena_bytes <= plan.naive_bytes);
-    if plan.in_place_count() == 0 {
+    if plan.in_place_count() == 0 && plan.slice_count() == 0 {
         prop_assert!(brute_is_valid(input, &plan.offsets));
         prop_assert_eq!(plan.in_place_lower_bound_bytes, plan.lower_bound_bytes);
     }
@@ -150,11 +168,12 @@ fn check_all_strategies(input: &PlanInput) -> Result<(), TestCaseError> {
         first_best.map(|t| t.in_place),
         Some(best.in_place_count() > 0)
     );
-    for in_place in [true, false] {
+    prop_assert_eq!(first_best.map(|t| t.slices), Some(best.slice_count() > 0));
+    for (in_place, slices) in [(true, true), (false, true), (true, false), (false, false)] {
         let arena_of = |name: &str| {
             best.strategies
                 .iter()
-                .find(|t| t.strategy == name && t.in_place == in_place)
+                .find(|t| t.strategy == name && t.in_place == in_place && t.slices == slices)
                 .map(|t| t.arena_bytes)
         };
         if let Some(local) = arena_of("local-search") {
@@ -200,6 +219,8 @@ proptest! {
         // mostly illegal.
         let mut plan = plan(&input).unwrap();
         let n = plan.alias_of.len();
+        // Slices are checked against brute force by `check_plan`; here, only aliases.
+        plan.slice_of = vec![None; n];
         for (slot, &a) in plan.alias_of.iter_mut().zip(&aliases) {
             if a < n && a % 3 == 0 {
                 *slot = Some(BufferId(a as u32));
@@ -224,7 +245,7 @@ proptest! {
         // the aliases themselves decide the verdict.
         plan.in_place_lower_bound_bytes = super::testutil::brute_in_place_bound(&input, &plan.alias_of);
         let verdict = validate(&input, &plan);
-        let brute = brute_is_valid_aliased(&input, &plan.offsets, &plan.alias_of);
+        let brute = brute_is_valid_aliased(&input, &plan.offsets, &plan.alias_of, &plan.slice_of);
         prop_assert_eq!(verdict.is_ok(), brute, "{:?}", verdict);
         if verdict.is_ok() {
             prop_assert_eq!(simulate(&input, &plan), Ok(()));

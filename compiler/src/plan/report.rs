@@ -56,6 +56,17 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
         } else {
             String::new()
         };
+        let kind = match plan.slice_of.get(i).copied().flatten() {
+            Some((x, delta)) => {
+                let name = input
+                    .buffers
+                    .get(x.index())
+                    .map_or("?", |b| b.name.as_str());
+                let sep = if kind.is_empty() { "" } else { ", " };
+                format!("{kind}{sep}slice of {name} at +{delta}")
+            }
+            None => kind,
+        };
         let kind = match plan.alias_of.get(i).copied().flatten() {
             Some(x) => {
                 let name = input
@@ -95,7 +106,7 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
         "lower bound".into(),
         format!("{}{peak}", bytes(plan.lower_bound_bytes)),
     ]);
-    let aliased = plan.strategies.iter().any(|t| t.in_place);
+    let aliased = plan.strategies.iter().any(|t| t.in_place || t.slices);
     if aliased {
         totals.row(vec![
             "lower bound in place".into(),
@@ -106,6 +117,11 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
         0 => String::new(),
         1 => ", 1 buffer in place".into(),
         n => format!(", {n} buffers in place"),
+    };
+    let in_place = match plan.slice_count() {
+        0 => in_place,
+        1 => format!("{in_place}, 1 Concat input in place"),
+        n => format!("{in_place}, {n} Concat inputs in place"),
     };
     totals.row(vec![
         "arena".into(),
@@ -137,19 +153,22 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
     out
 }
 
-/// Every strategy's arena: one column, or two (in place, and without aliases) when the
-/// plan had in-place candidates.
+/// Every strategy's arena: one column, or one per set of aliases tried (with Concat
+/// slices, in place, without aliases) when the plan had candidates.
 fn strategies_table(plan: &MemoryPlan) -> String {
-    let aliased = plan.strategies.iter().any(|t| t.in_place);
-    let mut headers = vec![("", Align::Left)];
-    if aliased {
-        headers.extend([
-            ("in place", Align::Right),
-            ("without aliases", Align::Right),
-        ]);
-    } else {
-        headers.push(("", Align::Right));
+    // (header, with in-place aliases, with slices)
+    let mut columns: Vec<(&str, bool, bool)> = Vec::new();
+    if plan.strategies.iter().any(|t| t.slices) {
+        let in_place = plan.strategies.iter().any(|t| t.slices && t.in_place);
+        columns.push(("with slices", in_place, true));
     }
+    if plan.strategies.iter().any(|t| t.in_place && !t.slices) {
+        columns.push(("in place", true, false));
+    }
+    let aliased = !columns.is_empty();
+    columns.push((if aliased { "without aliases" } else { "" }, false, false));
+    let mut headers = vec![("", Align::Left)];
+    headers.extend(columns.iter().map(|c| (c.0, Align::Right)));
     headers.push(("", Align::Left));
     let mut table = Table::new(&headers);
     let mut names: Vec<&str> = Vec::new();
@@ -158,13 +177,21 @@ fn strategies_table(plan: &MemoryPlan) -> String {
             names.push(t.strategy);
         }
     }
-    let chosen_in_place = plan.in_place_count() > 0;
+    let chosen = if !aliased {
+        "<- chosen"
+    } else if plan.slice_count() > 0 {
+        "<- chosen, with slices"
+    } else if plan.in_place_count() > 0 {
+        "<- chosen, in place"
+    } else {
+        "<- chosen, without aliases"
+    };
     for name in names {
-        let arena = |in_place: bool| {
+        let arena = |in_place: bool, slices: bool| {
             let t = plan
                 .strategies
                 .iter()
-                .find(|t| t.strategy == name && t.in_place == in_place);
+                .find(|t| t.strategy == name && t.in_place == in_place && t.slices == slices);
             match t.map(|t| t.arena_bytes) {
                 None => "-".to_string(),
                 Some(a) if a < 1024 => format!("{a} B"),
@@ -172,15 +199,11 @@ fn strategies_table(plan: &MemoryPlan) -> String {
             }
         };
         let mut row = vec![name.to_string()];
-        if aliased {
-            row.push(arena(true));
-        }
-        row.push(arena(false));
-        row.push(match (name == plan.strategy, aliased, chosen_in_place) {
-            (false, ..) => String::new(),
-            (true, false, _) => "<- chosen".into(),
-            (true, true, true) => "<- chosen, in place".into(),
-            (true, true, false) => "<- chosen, without aliases".into(),
+        row.extend(columns.iter().map(|&(_, i, s)| arena(i, s)));
+        row.push(if name == plan.strategy {
+            chosen.into()
+        } else {
+            String::new()
         });
         table.row(row);
     }
@@ -194,10 +217,11 @@ fn strategies_table(plan: &MemoryPlan) -> String {
 
 /// The plan as JSON: `alignment`, `steps`, `arena_bytes`, `naive_bytes`,
 /// `lower_bound_bytes` (without aliasing), `in_place_lower_bound_bytes`, `peak_step`,
-/// `strategy`, `strategies: [{name, in_place, arena_bytes}]` and `tensors: [{name,
-/// offset, size, aligned_size, first, last}]`, with `"scratch": true` on scratch
-/// tensors, `"output": true` on live-to-end ones and `"alias_of": NAME` on tensors
-/// written in place over the tensor NAME; then `views: [{name, alias_of}]`, values
+/// `strategy`, `strategies: [{name, in_place, slices, arena_bytes}]` and `tensors:
+/// [{name, offset, size, aligned_size, first, last}]`, with `"scratch": true` on scratch
+/// tensors, `"output": true` on live-to-end ones, `"alias_of": NAME` on tensors
+/// written in place over the tensor NAME, and `"alias_of": NAME, "alias_delta": BYTES`
+/// on tensors placed at byte BYTES of the Concat output NAME (slices); then `views: [{name, alias_of}]`, values
 /// that share a tensor's bytes without a step (reshapes).
 pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
     let tensors: Vec<Value> = input
@@ -224,6 +248,11 @@ pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
                 let name = input.buffers.get(x.index()).map(|b| b.name.clone());
                 tensor["alias_of"] = json!(name);
             }
+            if let Some((x, delta)) = plan.slice_of.get(i).copied().flatten() {
+                let name = input.buffers.get(x.index()).map(|b| b.name.clone());
+                tensor["alias_of"] = json!(name);
+                tensor["alias_delta"] = json!(delta);
+            }
             tensor
         })
         .collect();
@@ -231,7 +260,7 @@ pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
         .strategies
         .iter()
         .map(
-            |t| json!({ "name": t.strategy, "in_place": t.in_place, "arena_bytes": t.arena_bytes }),
+            |t| json!({ "name": t.strategy, "in_place": t.in_place, "slices": t.slices, "arena_bytes": t.arena_bytes }),
         )
         .collect();
     let views: Vec<Value> = input
@@ -508,5 +537,21 @@ Strategies:
         assert_eq!(human(230 * 1024), "230.00 KiB");
         assert_eq!(human(3 << 30), "3.00 GiB");
         assert_eq!(human(usize::MAX), "16384.00 PiB");
+    }
+
+    #[test]
+    fn concat_slices_in_the_reports() {
+        let input = super::super::testutil::concat_example(256);
+        let plan = plan(&input).unwrap();
+        let json = json_report(&input, &plan);
+        assert_eq!(json["tensors"][2]["alias_of"], "P");
+        assert_eq!(json["tensors"][2]["alias_delta"], 256);
+        assert_eq!(json["tensors"][0]["alias_delta"], 0);
+        assert!(json["tensors"][1].get("alias_of").is_none());
+        assert_eq!(json["strategies"][0]["slices"], true);
+        let text = text_report(&input, &plan);
+        assert!(text.contains("slice of P at +256"), "{text}");
+        assert!(text.contains("2 Concat inputs in place"), "{text}");
+        assert!(text.contains("<- chosen, with slices"), "{text}");
     }
 }

@@ -66,6 +66,12 @@ pub fn svg(input: &PlanInput, plan: &MemoryPlan) -> String {
             *slot = true;
         }
     }
+    // So does a Concat input placed in the Concat's output (a slice).
+    for (c, s) in plan.slice_of.iter().enumerate() {
+        if let (Some(_), Some(slot)) = (s, overwritten.get_mut(c)) {
+            *slot = true;
+        }
+    }
     // Rectangles first, then labels, so that no rectangle hides a neighbour's label.
     let mut labels = String::new();
     for (i, buffer) in input.buffers.iter().enumerate() {

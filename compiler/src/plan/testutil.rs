@@ -121,11 +121,14 @@ pub fn brute_is_valid(input: &PlanInput, offsets: &[usize]) -> bool {
 /// legal (a candidate of its buffer, neither scratch nor written over a graph output,
 /// equal sizes and offsets, the input written earlier and last read at the step that
 /// writes the alias, no input taken twice), and two buffers whose lifetimes intersect
-/// share no byte unless one is the alias of the other.
+/// share no byte unless one is the alias of the other, or a slice of the other: a
+/// slice is the one its request names, at that offset of its parent, inside it, last
+/// read (once) at the step that writes the parent, written earlier, and in no alias.
 pub fn brute_is_valid_aliased(
     input: &PlanInput,
     offsets: &[usize],
     alias_of: &[Option<BufferId>],
+    slice_of: &[Option<(BufferId, usize)>],
 ) -> bool {
     let lives = naive_lifetimes(input);
     let sizes = naive_sizes(input);
@@ -151,9 +154,35 @@ pub fn brute_is_valid_aliased(
             return false;
         }
     }
+    for (c, slice) in slice_of.iter().enumerate() {
+        let Some((p, delta)) = *slice else { continue };
+        let pi = p.index();
+        if pi >= n || pi == c || taken[c] || alias_of[c].is_some() || alias_of[pi].is_some() {
+            return false;
+        }
+        let (bc, bp) = (&input.buffers[c], &input.buffers[pi]);
+        let legal = bc.slice_of == Some((p, delta))
+            && !bc.scratch
+            && !bp.scratch
+            && !bc.live_to_end
+            && slice_of[pi].is_none()
+            && offsets[c] == offsets[pi] + delta
+            && delta + sizes[c] <= sizes[pi]
+            && lives[c].first < bp.def
+            && lives[c].last == bp.def
+            && bc.uses.iter().filter(|&&u| u == bp.def).count() == 1;
+        if !legal {
+            return false;
+        }
+    }
     let paired = |i: usize, j: usize| {
+        let slice = |a: usize, b: usize| {
+            slice_of.get(a).copied().flatten().map(|s| s.0) == Some(BufferId(b as u32))
+        };
         alias_of.get(j).copied().flatten() == Some(BufferId(i as u32))
             || alias_of.get(i).copied().flatten() == Some(BufferId(j as u32))
+            || slice(i, j)
+            || slice(j, i)
     };
     for i in 0..n {
         for j in i + 1..n {
@@ -224,5 +253,27 @@ pub fn network_like(n: usize, seed: u64) -> PlanInput {
         };
         input.push(buffer);
     }
+    input
+}
+
+/// A Concat `P` of `c` (written at step 0) and `d` (step 2) at bytes 0 and 256, with a
+/// third part of 256 bytes that is no buffer (a weight), and `t` of `t_size` bytes
+/// live at steps 1..=2; `r` reads `P`. With a small `t` the slices lower the bound
+/// (1024 instead of 1280 bytes); with a large one, reserving `P` from step 0 would
+/// raise it.
+pub fn concat_example(t_size: usize) -> PlanInput {
+    let p = BufferId(3);
+    let mut input = PlanInput::new(5);
+    input.push(BufferRequest {
+        slice_of: Some((p, 0)),
+        ..BufferRequest::new("c", 256, 0, vec![3])
+    });
+    input.push(BufferRequest::new("t", t_size, 1, vec![2]));
+    input.push(BufferRequest {
+        slice_of: Some((p, 256)),
+        ..BufferRequest::new("d", 256, 2, vec![3])
+    });
+    input.push(BufferRequest::new("P", 768, 3, vec![4]));
+    input.push(BufferRequest::output("r", 256, 4));
     input
 }

@@ -42,6 +42,7 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
         ("lifetimes", plan.lifetimes.len()),
         ("aligned sizes", plan.aligned_sizes.len()),
         ("aliases", plan.alias_of.len()),
+        ("slices", plan.slice_of.len()),
     ] {
         if found != n {
             return Err(PlanError::PlanShape {
@@ -110,16 +111,17 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
         lifetimes.push(life);
     }
     // Aliases and overlaps first: of all the ways a plan can be wrong, they corrupt data.
-    let occupied = check_aliases(input, plan, &lifetimes)?;
-    check_no_overlap(input, plan, &occupied, &lifetimes, &sizes)?;
+    let mut occupied = check_aliases(input, plan, &lifetimes)?;
+    let swept = check_slices(input, plan, &lifetimes, &sizes, &mut occupied)?;
+    check_no_overlap(input, plan, &occupied, &lifetimes, &swept)?;
     check_total("arena_bytes", plan.arena_bytes, max_end)?;
     check_total("naive_bytes", plan.naive_bytes, naive)?;
     let peak = peak_live_bytes(&lifetimes, &sizes);
     check_total("lower_bound_bytes", plan.lower_bound_bytes, peak)?;
-    let in_place_peak = if occupied == lifetimes {
+    let in_place_peak = if occupied == lifetimes && swept == sizes {
         peak
     } else {
-        peak_live_bytes(&occupied, &sizes)
+        peak_live_bytes(&occupied, &swept)
     };
     check_total(
         "in_place_lower_bound_bytes",
@@ -183,6 +185,107 @@ fn check_aliases(
         occupied[x].last -= 1;
     }
     Ok(occupied)
+}
+
+/// Re-checks every Concat slice of `plan` against the definitions: the request names
+/// that parent and offset ([`BufferRequest::slice_of`](super::BufferRequest)); the
+/// slice is neither scratch nor a graph output, in no in-place alias, parents no slice
+/// and is no slice's parent's parent; it is written before its parent's step, read
+/// once there and never after; its offset in the parent is aligned, it lies inside the
+/// parent at exactly that offset and apart from the parent's other slices. Then the
+/// parent occupies its bytes from its earliest slice's first step (`occupied`), and
+/// the slices, inside it, leave the overlap sweep: the sizes returned are the sweep's
+/// (0 for a slice).
+fn check_slices(
+    input: &PlanInput,
+    plan: &MemoryPlan,
+    lifetimes: &[Lifetime],
+    sizes: &[usize],
+    occupied: &mut [Lifetime],
+) -> Result<Vec<usize>, PlanError> {
+    let n = input.buffers.len();
+    let mut swept = sizes.to_vec();
+    let mut overwritten = vec![false; n];
+    for x in plan.alias_of.iter().flatten() {
+        if let Some(slot) = overwritten.get_mut(x.index()) {
+            *slot = true;
+        }
+    }
+    let mut by_parent: Vec<(usize, usize, usize)> = Vec::new(); // (parent, delta, slice)
+    for (c, slice) in plan.slice_of.iter().enumerate() {
+        let Some((id, delta)) = *slice else { continue };
+        let child = &input.buffers[c];
+        let bad = |parent: String, reason: String| PlanError::BadSlice {
+            buffer: child.name.clone(),
+            parent,
+            reason,
+        };
+        let Some(parent) = input.buffers.get(id.index()) else {
+            return Err(bad(id.to_string(), "it does not exist".into()));
+        };
+        let p = id.index();
+        let life = lifetimes[c];
+        let end = delta.checked_add(sizes[c]);
+        let reason = if p == c {
+            Some("it is the buffer itself".to_string())
+        } else if child.slice_of != Some((id, delta)) {
+            Some(format!("its request does not name it at byte {delta}"))
+        } else if child.scratch || parent.scratch {
+            Some("one of them is kernel scratch".into())
+        } else if child.live_to_end {
+            Some("it is a graph output".into())
+        } else if plan.alias_of[c].is_some() || overwritten[c] {
+            Some("it is in an in-place alias".into())
+        } else if plan.alias_of[p].is_some() {
+            Some("the parent is written in place over another buffer".into())
+        } else if plan.slice_of[p].is_some()
+            || plan.slice_of.iter().flatten().any(|s| s.0.index() == c)
+        {
+            Some("slices of slices are not kept".into())
+        } else if life.first >= parent.def || life.last != parent.def {
+            Some(format!(
+                "it lives over steps {life}, not up to step {} that writes the parent",
+                parent.def
+            ))
+        } else if child.uses.iter().filter(|&&u| u == parent.def).count() != 1 {
+            Some("the parent's step reads it more than once".into())
+        } else if !delta.is_multiple_of(input.alignment) {
+            Some(format!(
+                "byte {delta} is not a multiple of the alignment {}",
+                input.alignment
+            ))
+        } else if end.is_none_or(|end| end > sizes[p]) {
+            Some(format!(
+                "it does not fit at byte {delta} of {} bytes",
+                sizes[p]
+            ))
+        } else if plan.offsets[p].checked_add(delta) != Some(plan.offsets[c]) {
+            Some(format!(
+                "it sits at offset {}, not the parent's {} + {delta}",
+                plan.offsets[c], plan.offsets[p]
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(bad(parent.name.clone(), reason));
+        }
+        by_parent.push((p, delta, c));
+        occupied[p].first = occupied[p].first.min(life.first);
+        swept[c] = 0;
+    }
+    by_parent.sort_unstable();
+    for w in by_parent.windows(2) {
+        let ((p, d0, c0), (q, d1, c1)) = (w[0], w[1]);
+        if p == q && d0 + sizes[c0] > d1 {
+            return Err(PlanError::BadSlice {
+                buffer: input.buffers[c1].name.clone(),
+                parent: input.buffers[p].name.clone(),
+                reason: format!("it overlaps the slice `{}`", input.buffers[c0].name),
+            });
+        }
+    }
+    Ok(swept)
 }
 
 /// The lifetime buffer `i` must have, by definition.
@@ -665,5 +768,99 @@ mod tests {
             validate(&input, &p),
             Err(PlanError::OutOfArena { .. })
         ));
+    }
+
+    fn slice_reason(result: Result<(), PlanError>) -> String {
+        match result {
+            Err(PlanError::BadSlice { reason, .. }) => reason,
+            other => panic!("expected a rejected slice, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_concat_slices_inside_their_parent() {
+        use super::super::testutil::concat_example;
+        let input = concat_example(256);
+        let p = plan(&input).unwrap();
+        assert_eq!(p.slice_count(), 2);
+        assert_eq!(p.slice(BufferId(2)), Some((BufferId(3), 256)));
+        assert_eq!(p.offsets[0], p.offsets[3]);
+        assert_eq!(p.offsets[2], p.offsets[3] + 256);
+        assert_eq!((p.in_place_lower_bound_bytes, p.arena_bytes), (1024, 1024));
+        validate(&input, &p).unwrap();
+        // Without the record, the shared bytes are an overlap.
+        let mut bad = p.clone();
+        bad.slice_of = vec![None; 5];
+        bad.in_place_lower_bound_bytes = bad.lower_bound_bytes;
+        assert!(matches!(
+            validate(&input, &bad),
+            Err(PlanError::Overlap { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_illegal_slices() {
+        use super::super::testutil::concat_example;
+        let good_input = concat_example(256);
+        let good = plan(&good_input).unwrap();
+        // c is read after the Concat, which the plan's lifetimes follow: the read would
+        // find the Concat's output.
+        let mut input = good_input.clone();
+        input.buffers[0].uses.push(4);
+        let mut p = good.clone();
+        p.lifetimes = analyze(&input).unwrap().lifetimes;
+        assert_eq!(
+            slice_reason(validate(&input, &p)),
+            "it lives over steps 0..=4, not up to step 3 that writes the parent"
+        );
+        // A misaligned offset, in the request and the plan alike.
+        let mut input = good_input.clone();
+        input.buffers[2].slice_of = Some((BufferId(3), 128));
+        let mut p = good.clone();
+        p.slice_of[2] = Some((BufferId(3), 128));
+        p.offsets[2] = p.offsets[3] + 128;
+        assert_eq!(p.offsets[3], 0);
+        // (The parent's offset is aligned, so the slice's is not: caught as such.)
+        assert!(matches!(
+            validate(&input, &p),
+            Err(PlanError::Misaligned { offset: 128, .. })
+        ));
+        // A slice the request does not name at that byte.
+        let mut p = good.clone();
+        p.slice_of[2] = Some((BufferId(3), 512));
+        assert!(slice_reason(validate(&good_input, &p)).contains("does not name it"));
+        // Not at the parent's offset plus its byte.
+        let mut p = good.clone();
+        p.offsets[2] = p.offsets[3] + 512;
+        assert!(slice_reason(validate(&good_input, &p)).contains("not the parent's"));
+        // Read twice by the Concat, a graph output.
+        let mut input = good_input.clone();
+        input.buffers[0].uses.push(3);
+        assert!(slice_reason(validate(&input, &good)).contains("more than once"));
+        let mut input = good_input.clone();
+        input.buffers[0].live_to_end = true;
+        let mut p = good.clone();
+        p.lifetimes = analyze(&input).unwrap().lifetimes;
+        assert!(slice_reason(validate(&input, &p)).contains("graph output"));
+    }
+
+    #[test]
+    fn a_buffer_on_the_parents_other_bytes_before_it_is_written_overlaps() {
+        use super::super::testutil::concat_example;
+        let input = concat_example(256);
+        let mut p = plan(&input).unwrap();
+        // t (steps 1..=2) onto P's third part, which no slice covers: the bytes are
+        // free until the Concat writes them, but the parent holds them from its first
+        // slice on.
+        p.offsets[1] = p.offsets[3] + 512;
+        let err = validate(&input, &p).unwrap_err();
+        assert!(matches!(err, PlanError::Overlap { .. }), "{err:?}");
+        // Two slices of one parent on the same bytes.
+        let mut input = input;
+        input.buffers[2].slice_of = Some((BufferId(3), 0));
+        let mut p = plan(&concat_example(256)).unwrap();
+        p.slice_of[2] = Some((BufferId(3), 0));
+        p.offsets[2] = p.offsets[3];
+        assert!(slice_reason(validate(&input, &p)).contains("overlaps the slice"));
     }
 }

@@ -116,6 +116,17 @@ const fn int(x: usize) -> i32 {
     x as i32
 }
 
+/// `dims` as the first scalar arguments of a launch, each checked by [`int`].
+const fn ints_of(dims: &[usize]) -> [i32; MAX_INTS] {
+    let mut ints = [0; MAX_INTS];
+    let mut i = 0;
+    while i < dims.len() {
+        ints[i] = int(dims[i]);
+        i += 1;
+    }
+    ints
+}
+
 const fn min(a: usize, b: usize) -> usize {
     if a < b { a } else { b }
 }
@@ -313,8 +324,7 @@ pub const fn conv2d(p: &Conv2d) -> Launches {
     int(p.n * p.c_in * p.h_in * p.w_in);
     int(p.c_out * (p.c_in / p.group) * p.kernel[0] * p.kernel[1]);
     let (act, f0, f1) = activation_code(p.activation);
-    let mut ints = [0; MAX_INTS];
-    let dims = [
+    let mut ints = ints_of(&[
         p.n,
         p.c_in,
         p.h_in,
@@ -331,12 +341,7 @@ pub const fn conv2d(p: &Conv2d) -> Launches {
         p.pads[0],
         p.pads[1],
         p.group,
-    ];
-    let mut i = 0;
-    while i < dims.len() {
-        ints[i] = int(dims[i]);
-        i += 1;
-    }
+    ]);
     ints[16] = act;
     ints[17] = p.is_pointwise() as i32;
     let floats = [f0, f1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
@@ -494,7 +499,7 @@ pub const fn pool2d(p: &Pool2d) -> Launches {
     );
     let len = p.n * p.c * p.h_out * p.w_out;
     int(p.n * p.c * p.h_in * p.w_in);
-    let dims = [
+    let mut ints = ints_of(&[
         p.n * p.c,
         p.h_in,
         p.w_in,
@@ -510,13 +515,7 @@ pub const fn pool2d(p: &Pool2d) -> Launches {
         p.pads[1],
         p.pads[2],
         p.pads[3],
-    ];
-    let mut ints = [0; MAX_INTS];
-    let mut i = 0;
-    while i < dims.len() {
-        ints[i] = int(dims[i]);
-        i += 1;
-    }
+    ]);
     ints[15] = match p.kind {
         PoolKind::Max => 0,
         PoolKind::Average {

@@ -9,6 +9,11 @@
 //! elementwise or row-wise kernel) borrows only its output, through
 //! [`Arena::regions_in_place`], and calls the kernel's in-place form, which reads each
 //! element of that region before writing it.
+//!
+//! A step whose output the planner placed partly over its input (segment overlapping:
+//! a pooling kernel that reads input plane `q` and writes output plane `q`, planes in
+//! order) borrows both through [`Arena::regions_overlapping`], which proves before
+//! handing them out that no output plane lands on an input plane not yet read.
 
 use crate::Error;
 
@@ -96,6 +101,106 @@ impl Arena {
         }
         self.regions(step, muts, refs)
     }
+
+    /// Borrows a step's output `out` and its input `input`, which the planner placed on
+    /// shared bytes, for a kernel that processes `planes` planes in order, reading input
+    /// plane `q` then writing output plane `q`. Errors unless both lie in the arena,
+    /// split into `planes` equal planes, and no output plane lands on an input plane
+    /// not yet read ([`planes_in_order_are_safe`]).
+    pub fn regions_overlapping(
+        &mut self,
+        step: &'static str,
+        out: Region,
+        input: Region,
+        planes: usize,
+    ) -> Result<Overlapped<'_>, Error> {
+        let mem = self.as_f32_mut();
+        let (ys, ye) = elem_range(step, out, mem.len())?;
+        let (xs, xe) = elem_range(step, input, mem.len())?;
+        let split = |len: usize| match len.checked_div(planes) {
+            Some(plane) if plane * planes == len => Some(plane),
+            None if len == 0 => Some(0),
+            _ => None,
+        };
+        let (Some(x_plane), Some(y_plane)) = (split(xe - xs), split(ye - ys)) else {
+            return Err(region_err(step, (ys, ye), "does not split into its planes"));
+        };
+        let base = xs.min(ys);
+        let (x_at, y_at) = (xs - base, ys - base);
+        if !planes_in_order_are_safe(x_at, y_at, x_plane, y_plane, planes) {
+            return Err(region_err(
+                step,
+                (ys, ye),
+                "overlaps input planes it has not read yet",
+            ));
+        }
+        Ok(Overlapped {
+            span: &mut mem[base..xe.max(ye)],
+            x_at,
+            y_at,
+            x_plane,
+            y_plane,
+            planes,
+        })
+    }
+}
+
+/// The input and output of a plane-by-plane kernel that share bytes
+/// ([`Arena::regions_overlapping`]): plane `q` of each is borrowed apart by
+/// [`Overlapped::plane`].
+pub struct Overlapped<'a> {
+    span: &'a mut [f32],
+    x_at: usize,
+    y_at: usize,
+    x_plane: usize,
+    y_plane: usize,
+    planes: usize,
+}
+
+impl Overlapped<'_> {
+    /// Number of planes.
+    pub fn planes(&self) -> usize {
+        self.planes
+    }
+
+    /// Elements of the whole input and the whole output.
+    pub fn lens(&self) -> (usize, usize) {
+        (self.planes * self.x_plane, self.planes * self.y_plane)
+    }
+
+    /// Input plane `q` (read) and output plane `q` (written). They are disjoint, and the
+    /// output plane lies on no input plane after `q`: proved when `self` was made.
+    pub fn plane(&mut self, q: usize) -> (&[f32], &mut [f32]) {
+        assert!(q < self.planes, "plane {q} of {}", self.planes);
+        let x = self.x_at + q * self.x_plane;
+        let y = self.y_at + q * self.y_plane;
+        if y + self.y_plane <= x {
+            let (lo, hi) = self.span.split_at_mut(x);
+            (&hi[..self.x_plane], &mut lo[y..y + self.y_plane])
+        } else {
+            let (lo, hi) = self.span.split_at_mut(y);
+            (&lo[x..x + self.x_plane], &mut hi[..self.y_plane])
+        }
+    }
+}
+
+/// Whether writing output plane `q` at `y_at + q * y_plane` (elements), planes in
+/// order, never lands on input plane `q` or a later one (at `x_at + q * x_plane`): the
+/// condition under which a kernel that reads input plane `q` and then writes output
+/// plane `q` reads only its input's own values. The planner's validator proves the same
+/// condition from the plan ([`Arena::regions_overlapping`] re-checks it at run time).
+pub fn planes_in_order_are_safe(
+    x_at: usize,
+    y_at: usize,
+    x_plane: usize,
+    y_plane: usize,
+    planes: usize,
+) -> bool {
+    let input_end = x_at + planes * x_plane;
+    (0..planes).all(|q| {
+        let (y, x) = (y_at + q * y_plane, x_at + q * x_plane);
+        y_plane == 0 || y + y_plane <= x || y >= input_end
+    })
 }
 
 fn elem_range(
@@ -254,6 +359,63 @@ mod tests {
             assert!(e.to_string().contains("read in place"), "{e}");
         }
         assert!(a.regions_in_place("t", [], [], (0, 0)).is_err());
+    }
+
+    #[test]
+    fn overlapping_regions_hand_out_each_plane_apart() {
+        let mut a = Arena::new(4096);
+        a.as_f32_mut()[..]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = i as f32);
+        // Input: 4 planes of 16 at element 64; output: 4 planes of 8, one plane lower.
+        let mut o = a
+            .regions_overlapping("pool", (56 * 4, 32), (64 * 4, 64), 4)
+            .unwrap();
+        assert_eq!((o.planes(), o.lens()), (4, (64, 32)));
+        for q in 0..4 {
+            let (x, y) = o.plane(q);
+            assert_eq!(x[0], (64 + 16 * q) as f32);
+            y.fill(-1.0);
+        }
+        assert_eq!(a.as_f32()[56..88], [-1.0; 32]);
+        // Output plane 1 would land on input plane 1 before it is read.
+        let e = a
+            .regions_overlapping("pool", (64 * 4, 32), (64 * 4, 64), 4)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("not read yet"), "{e}");
+        // Entirely after the input is fine; lengths must split into the planes.
+        assert!(a.regions_overlapping("t", (128 * 4, 32), (64 * 4, 64), 4).is_ok());
+        assert!(a.regions_overlapping("t", (0, 30), (64 * 4, 64), 4).is_err());
+        assert!(a.regions_overlapping("t", (0, 0), (0, 0), 0).is_ok());
+        assert!(a.regions_overlapping("t", (0, 8), (64, 8), 0).is_err());
+        assert!(a.regions_overlapping("t", (4096, 8), (0, 8), 1).is_err());
+    }
+
+    #[test]
+    fn plane_safety_matches_brute_force() {
+        // A plane-by-plane kernel over tagged memory: every read must see the input.
+        for (px, py, planes) in [(9, 4, 3), (4, 4, 5), (3, 5, 4), (1, 1, 1), (6, 2, 1)] {
+            for x_at in 0..12 {
+                for y_at in 0..40 {
+                    let mut mem = vec![0u8; 80];
+                    mem[x_at..x_at + planes * px].fill(1);
+                    let mut clean = true;
+                    // Pooling fills its output plane, then reads the input plane.
+                    for q in 0..planes {
+                        mem[y_at + q * py..y_at + (q + 1) * py].fill(2);
+                        let x = x_at + q * px;
+                        clean &= mem[x..x + px].iter().all(|&t| t == 1);
+                    }
+                    assert_eq!(
+                        planes_in_order_are_safe(x_at, y_at, px, py, planes),
+                        clean,
+                        "x {x_at} y {y_at} planes {planes}x({px}->{py})"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

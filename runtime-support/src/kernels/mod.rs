@@ -36,4 +36,4 @@ pub use norm::{
     LRN_INPLACE_MAX_SIZE, batch_norm, batch_norm_inplace, lrn, lrn_inplace, softmax,
     softmax_inplace,
 };
-pub use pool::{pool2d, reduce_mean};
+pub use pool::{pool2d, pool2d_overlapping, reduce_mean};

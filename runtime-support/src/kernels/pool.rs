@@ -3,6 +3,7 @@
 
 use super::simd::{self, vectorize};
 use super::window::{Axis, Window, accumulate};
+use crate::arena::Overlapped;
 use crate::params::{Pool2d, PoolKind, ReduceMean};
 
 /// ONNX MaxPool / AveragePool. Windows are clipped to the input; a max over a window
@@ -17,39 +18,75 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
     if y.is_empty() {
         return;
     }
-    let win = Window::new(
+    let win = window(p);
+    vectorize!({
+        for (x, out) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
+            pool_plane(p, &win, x, out);
+        }
+    });
+}
+
+/// [`pool2d`] with its output placed partly over its input (segment overlapping): one
+/// plane after another, each output plane written only while its input plane is read,
+/// which [`Overlapped`] proved lies apart from every input plane not yet read. Gives
+/// the same bits as [`pool2d`].
+pub fn pool2d_overlapping(p: &Pool2d, mut xy: Overlapped<'_>) {
+    let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    let planes = p.n * p.c;
+    assert_eq!(xy.planes(), planes, "pool2d_overlapping: planes");
+    assert_eq!(
+        xy.lens(),
+        (planes * plane_in, planes * plane_out),
+        "pool2d_overlapping: X, Y"
+    );
+    if plane_out == 0 {
+        return;
+    }
+    let win = window(p);
+    vectorize!({
+        for q in 0..planes {
+            let (x, out) = xy.plane(q);
+            pool_plane(p, &win, x, out);
+        }
+    });
+}
+
+fn window(p: &Pool2d) -> Window {
+    Window::new(
         [p.h_in, p.w_in],
         [p.h_out, p.w_out],
         p.kernel,
         p.stride,
         p.dilation,
         p.pads,
-    );
-    vectorize!({
-        for (x, out) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
-            match p.kind {
-                PoolKind::Max => {
-                    out.fill(f32::NEG_INFINITY);
-                    win.for_each_tap(
-                        x,
-                        out,
-                        #[inline(always)]
-                        |_, out, input| accumulate(out, input, f32::max),
-                    );
-                }
-                PoolKind::Average { count_include_pad } => {
-                    out.fill(0.0);
-                    win.for_each_tap(
-                        x,
-                        out,
-                        #[inline(always)]
-                        |_, out, input| accumulate(out, input, |o, v| o + v),
-                    );
-                    divide_by_count(&win, count_include_pad, out);
-                }
-            }
+    )
+}
+
+/// One output plane from one input plane. The output is written before the input is
+/// fully read, so the two must not share bytes.
+#[inline(always)]
+fn pool_plane(p: &Pool2d, win: &Window, x: &[f32], out: &mut [f32]) {
+    match p.kind {
+        PoolKind::Max => {
+            out.fill(f32::NEG_INFINITY);
+            win.for_each_tap(
+                x,
+                out,
+                #[inline(always)]
+                |_, out, input| accumulate(out, input, f32::max),
+            );
         }
-    });
+        PoolKind::Average { count_include_pad } => {
+            out.fill(0.0);
+            win.for_each_tap(
+                x,
+                out,
+                #[inline(always)]
+                |_, out, input| accumulate(out, input, |o, v| o + v),
+            );
+            divide_by_count(win, count_include_pad, out);
+        }
+    }
 }
 
 /// Turns the window sums of one output plane into averages. The count is separable:

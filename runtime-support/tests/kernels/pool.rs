@@ -1,4 +1,6 @@
-use kiln_runtime::kernels::{pool2d, reduce_mean};
+use kiln_runtime::Arena;
+use kiln_runtime::arena::planes_in_order_are_safe;
+use kiln_runtime::kernels::{pool2d, pool2d_overlapping, reduce_mean};
 use kiln_runtime::params::{Pool2d, PoolKind, ReduceMean};
 
 use crate::reference::{Rng, assert_close};
@@ -97,6 +99,27 @@ fn check(p: Pool2d, seed: u64) {
     let mut y = vec![f32::NAN; p.n * p.c * p.h_out * p.w_out];
     pool2d(&p, &x, &mut y);
     assert_close(&y, &pool_ref(&p, &x), TOL, &format!("{p:?}"));
+    assert_eq!(overlapped(&p, &x), y, "overlapped {p:?}");
+}
+
+/// [`pool2d_overlapping`] with its output as far into its input as the plane order
+/// allows (the planner's tightest overlap, without alignment).
+fn overlapped(p: &Pool2d, x: &[f32]) -> Vec<f32> {
+    let (planes, px, py) = (p.n * p.c, p.h_in * p.w_in, p.h_out * p.w_out);
+    let y_len = planes * py;
+    // The input at element `y_len`, so that the output may start anywhere before it.
+    let x_at = y_len;
+    let d = (0..=y_len)
+        .find(|&back| planes_in_order_are_safe(x_at, x_at - back, px, py, planes))
+        .expect("an output wholly before its input is always safe");
+    let mut arena = Arena::new((x_at + x.len() + y_len) * 4);
+    arena.as_f32_mut()[x_at..x_at + x.len()].copy_from_slice(x);
+    let y_at = x_at - d;
+    let xy = arena
+        .regions_overlapping("pool", (y_at * 4, y_len), (x_at * 4, x.len()), planes)
+        .unwrap();
+    pool2d_overlapping(p, xy);
+    arena.as_f32()[y_at..y_at + y_len].to_vec()
 }
 
 const KINDS: [PoolKind; 3] = [

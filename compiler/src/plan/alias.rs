@@ -66,10 +66,13 @@ pub fn choose_slices(
     input: &PlanInput,
     live: &Liveness,
     alias_of: &[Option<BufferId>],
+    overlap_of: &[Option<(BufferId, isize)>],
 ) -> Result<Vec<Option<(BufferId, usize)>>, PlanError> {
     let n = input.buffers.len();
     let mut in_alias = vec![false; n];
-    for (y, x) in alias_of.iter().enumerate() {
+    let overlaps = overlap_of.iter().map(|o| o.map(|(x, _)| x));
+    let pairs = alias_of.iter().copied().enumerate();
+    for (y, x) in pairs.chain(overlaps.enumerate()) {
         if let Some(x) = x {
             in_alias[y] = true;
             if let Some(slot) = in_alias.get_mut(x.index()) {
@@ -123,7 +126,7 @@ pub fn choose_slices(
     // Keep each parent's slices where they do not raise the bound.
     let mut slice_of = vec![None; n];
     let mut bound =
-        super::analyze(&merge(input, live, alias_of, &slice_of)?.input)?.lower_bound_bytes;
+        super::analyze(&merge(input, live, alias_of, &slice_of, overlap_of)?.input)?.lower_bound_bytes;
     for (p, group) in groups.iter().enumerate() {
         if group.is_empty() {
             continue;
@@ -132,7 +135,8 @@ pub fn choose_slices(
         for &(c, delta) in group {
             tried[c] = Some((BufferId(p as u32), delta));
         }
-        let with = super::analyze(&merge(input, live, alias_of, &tried)?.input)?.lower_bound_bytes;
+        let with = super::analyze(&merge(input, live, alias_of, &tried, overlap_of)?.input)?
+            .lower_bound_bytes;
         if with <= bound {
             (slice_of, bound) = (tried, with);
         }
@@ -146,39 +150,54 @@ pub struct Blocks {
     pub input: PlanInput,
     /// Per buffer: the index of its block in `input.buffers`.
     pub block_of: Vec<usize>,
-    /// Per buffer: its byte offset inside its block (non-zero only for slices).
+    /// Per buffer: its byte offset inside its block (non-zero for slices and for the
+    /// members of a block with an overlap).
     pub delta: Vec<usize>,
 }
 
-/// Merges every chain of `alias_of` into one block living from its first member's
-/// first step to its last member's last step, and every slice of `slice_of` into its
-/// parent's block (which then starts at the slice's first step). Blocks are numbered
-/// in the order of their first member's id, so a plan without aliases has the input's
-/// own order.
+/// Merges every chain of in-place aliases (`alias_of`) and segment overlaps
+/// (`overlap_of`: an output at a signed byte distance from its input) into one block
+/// living from its first member's first step to its last member's last step, and every
+/// slice of `slice_of` into its parent's block (which then starts at the slice's first
+/// step). A block spans its members' bytes, from the lowest to the highest. Blocks are
+/// numbered in the order of their first member's id, so a plan without aliases has the
+/// input's own order.
 pub fn merge(
     input: &PlanInput,
     live: &Liveness,
     alias_of: &[Option<BufferId>],
     slice_of: &[Option<(BufferId, usize)>],
+    overlap_of: &[Option<(BufferId, isize)>],
 ) -> Result<Blocks, PlanError> {
     let n = input.buffers.len();
     // An alias's input starts strictly earlier, so in order of first step every
-    // buffer's input already has its block.
+    // buffer's input already has its block. `rel`: byte offset from the root.
     let mut by_first: Vec<usize> = (0..n).collect();
     by_first.sort_unstable_by_key(|&i| (live.lifetimes[i].first, i));
     let mut root: Vec<usize> = (0..n).collect();
+    let mut rel = vec![0isize; n];
     for &i in &by_first {
-        if let Some(x) = alias_of.get(i).copied().flatten() {
-            let starts_before = |x: usize| live.lifetimes[x].first < live.lifetimes[i].first;
-            if x.index() >= n || !starts_before(x.index()) {
-                return Err(bad_alias(input, i, x, "is not a buffer written before it"));
+        let alias = alias_of.get(i).copied().flatten();
+        let overlap = overlap_of.get(i).copied().flatten();
+        let (x, d) = match (alias, overlap) {
+            (None, None) => continue,
+            (Some(x), None) => (x, 0),
+            (None, Some((x, d))) => (x, d),
+            (Some(x), Some(_)) => {
+                return Err(bad_alias(input, i, x, "is both written in place and overlapped"));
             }
-            root[i] = root[x.index()];
+        };
+        let starts_before = |x: usize| live.lifetimes[x].first < live.lifetimes[i].first;
+        if x.index() >= n || !starts_before(x.index()) {
+            return Err(bad_alias(input, i, x, "is not a buffer written before it"));
         }
+        if alias.is_some() && input.buffers[i].size != input.buffers[x.index()].size {
+            return Err(bad_alias(input, i, x, "differs in size"));
+        }
+        (root[i], rel[i]) = (root[x.index()], rel[x.index()] + d);
     }
-    // A slice joins its parent's block at its offset there. It is in no in-place chain
+    // A slice joins its parent's block at its offset there. It is in no alias chain
     // and parents no slice, so no other buffer's root is the slice.
-    let mut delta = vec![0; n];
     let mut is_root_of_others = vec![false; n];
     for (i, &r) in root.iter().enumerate() {
         is_root_of_others[r] |= r != i;
@@ -202,7 +221,32 @@ pub fn merge(
                 "takes a slice written over in place",
             ));
         }
-        (root[c], delta[c]) = (root[p.index()], d);
+        let fits = d
+            .checked_add(live.sizes[c])
+            .is_some_and(|end| end <= live.sizes[p.index()]);
+        if !fits {
+            return Err(bad_alias(input, c, p, "is too small for it"));
+        }
+        (root[c], rel[c]) = (root[p.index()], rel[p.index()] + d as isize);
+    }
+    // Each block's extent, lifetime and graph-output flag over its members.
+    let mut low = vec![0isize; n];
+    let mut high = vec![0isize; n];
+    let mut life = live.lifetimes.clone();
+    let mut to_end = vec![false; n];
+    let mut members = vec![0usize; n];
+    for i in 0..n {
+        let (r, l) = (root[i], live.lifetimes[i]);
+        let end = rel[i] + live.sizes[i] as isize;
+        (low[r], high[r]) = if members[r] == 0 {
+            (rel[i], end)
+        } else {
+            (low[r].min(rel[i]), high[r].max(end))
+        };
+        life[r].first = life[r].first.min(l.first);
+        life[r].last = life[r].last.max(l.last);
+        to_end[r] |= input.buffers[i].live_to_end;
+        members[r] += 1;
     }
     let mut block_of = vec![usize::MAX; n];
     let mut blocks: Vec<BufferRequest> = Vec::new();
@@ -210,45 +254,23 @@ pub fn merge(
         let r = root[i];
         if block_of[r] == usize::MAX {
             block_of[r] = blocks.len();
-            let b = &input.buffers[r];
-            blocks.push(BufferRequest {
+            let mut block = BufferRequest {
                 in_place_of: Vec::new(),
                 slice_of: None,
-                ..b.clone()
-            });
-        }
-        if r == i {
-            continue;
+                overlap_of: None,
+                ..input.buffers[r].clone()
+            };
+            if members[r] > 1 {
+                block.size = (high[r] - low[r]) as usize;
+                block.def = life[r].first;
+                block.uses = vec![life[r].last];
+                block.live_to_end = to_end[r];
+            }
+            blocks.push(block);
         }
         block_of[i] = block_of[r];
-        let block = &mut blocks[block_of[r]];
-        let (b, life) = (&input.buffers[i], live.lifetimes[i]);
-        if slice_of.get(i).copied().flatten().is_some() {
-            // A slice: it starts earlier and ends where its parent starts.
-            let fits = delta[i]
-                .checked_add(live.sizes[i])
-                .is_some_and(|end| end <= live.sizes[r]);
-            if !fits {
-                return Err(bad_alias(
-                    input,
-                    i,
-                    BufferId(r as u32),
-                    "is too small for it",
-                ));
-            }
-            // Keep the block's end (its last use, or its step when it has none).
-            let last = block.uses.iter().copied().max().unwrap_or(block.def);
-            block.uses = vec![last.max(block.def)];
-            block.def = block.def.min(life.first);
-            continue;
-        }
-        // Extend the block over member i: it starts later and ends at least as late.
-        if block.size != b.size {
-            return Err(bad_alias(input, i, BufferId(r as u32), "differs in size"));
-        }
-        block.live_to_end |= b.live_to_end;
-        block.uses = vec![life.last.max(block.uses.iter().copied().max().unwrap_or(0))];
     }
+    let delta = (0..n).map(|i| (rel[i] - low[root[i]]) as usize).collect();
     let mut merged = PlanInput::new(input.steps);
     merged.alignment = input.alignment;
     merged.buffers = blocks;
@@ -300,7 +322,7 @@ mod tests {
         let live = analyze(&input).unwrap();
         let alias_of = choose(&input, &live);
         assert_eq!(alias_of, vec![None, Some(BufferId(0)), Some(BufferId(1))]);
-        let blocks = merge(&input, &live, &alias_of, &[]).unwrap();
+        let blocks = merge(&input, &live, &alias_of, &[], &[]).unwrap();
         assert_eq!(blocks.block_of, vec![0, 0, 0]);
         let merged = analyze(&blocks.input).unwrap();
         assert_eq!(merged.lifetimes, vec![Lifetime::new(0, 3)]);
@@ -361,9 +383,9 @@ mod tests {
         let input = concat_example(256);
         let live = analyze(&input).unwrap();
         let none = vec![None; 5];
-        let slices = choose_slices(&input, &live, &none).unwrap();
+        let slices = choose_slices(&input, &live, &none, &[]).unwrap();
         assert_eq!(slices, vec![Some((p, 0)), None, Some((p, 256)), None, None]);
-        let blocks = merge(&input, &live, &none, &slices).unwrap();
+        let blocks = merge(&input, &live, &none, &slices, &[]).unwrap();
         assert_eq!(blocks.block_of, vec![0, 1, 0, 0, 2]);
         assert_eq!(blocks.delta, vec![0, 0, 256, 0, 0]);
         let merged = analyze(&blocks.input).unwrap();
@@ -375,7 +397,7 @@ mod tests {
         // Reserving P from step 0 would raise the bound: no slice.
         let input = concat_example(8192);
         let live = analyze(&input).unwrap();
-        let slices = choose_slices(&input, &live, &none).unwrap();
+        let slices = choose_slices(&input, &live, &none, &[]).unwrap();
         assert!(slices.iter().all(Option::is_none));
     }
 
@@ -387,7 +409,7 @@ mod tests {
             let mut input = super::super::testutil::concat_example(256);
             f(&mut input);
             let live = analyze(&input).unwrap();
-            choose_slices(&input, &live, &none).unwrap()
+            choose_slices(&input, &live, &none, &[]).unwrap()
         };
         // c is read after the Concat.
         assert_eq!(slices(&|i| i.buffers[0].uses.push(4))[0], None);
@@ -408,6 +430,6 @@ mod tests {
         let live = analyze(&input).unwrap();
         let mut alias_of = none.clone();
         alias_of[1] = Some(BufferId(0));
-        assert_eq!(choose_slices(&input, &live, &alias_of).unwrap()[0], None);
+        assert_eq!(choose_slices(&input, &live, &alias_of, &[]).unwrap()[0], None);
     }
 }

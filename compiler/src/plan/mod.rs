@@ -12,15 +12,20 @@
 //! ([`BufferRequest::slice_of`]); where the Concat is its last reader, the planner may
 //! place it there (a slice), reserving the output from the slice's first step, so the
 //! Concat need not copy it ([`MemoryPlan::slice_of`]).
+//! A pooling output may name its input and the kernel's plane order
+//! ([`BufferRequest::overlap_of`]); where the input dies there, the planner may start
+//! the output inside the input, as close as the plane order allows (segment
+//! overlapping, [`MemoryPlan::overlap_of`]).
 //!
 //! One pass per module, each with one entry point:
 //!
 //! 1. [`liveness::analyze`] — lifetimes, aligned sizes, the naive total and the
 //!    liveness lower bound (no arena without aliasing can be smaller).
-//!    [`alias::choose`] keeps the legal in-place candidates, [`alias::choose_slices`]
-//!    the legal Concat slices that do not raise the bound, and [`alias::merge`] makes
-//!    every chain of aliases, and every parent with its slices, one block; the
-//!    strategies place blocks.
+//!    [`alias::choose`] keeps the legal in-place candidates, [`overlap::choose`] the
+//!    legal segment overlaps and [`alias::choose_slices`] the legal Concat slices that
+//!    do not raise the bound, and [`alias::merge`] makes every chain of aliases and
+//!    overlaps, and every parent with its slices, one block; the strategies place
+//!    blocks.
 //! 2. [`interference`] — which buffers conflict: adjacency lists built by a sweep
 //!    line when the edges are few (as in real models), else a segment tree over
 //!    time queried on demand; never an O(n²) matrix.
@@ -28,9 +33,9 @@
 //!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners),
 //!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end), and
 //!    [`improve::local_search`] (the better greedy order, improved by a bounded
-//!    local search), each with the in-place aliases and slices, with the aliases
-//!    only, and without either. The smallest arena wins; ties go to the earlier set
-//!    (slices, then in place), then to the first in [`Strategy::ALL`].
+//!    local search), each with the in-place aliases, overlaps and slices, then with
+//!    fewer of them, down to none. The smallest arena wins; ties go to the earlier set
+//!    (more aliasing), then to the first in [`Strategy::ALL`].
 //! 4. [`validate::validate`] — an independent checker run on every candidate.
 //! 5. [`report`] — a text table and a JSON document for humans and tools;
 //!    [`svg::svg`] — the arena as a picture (time × offset).
@@ -41,7 +46,9 @@
 //! occupy disjoint byte ranges, unless one is the legal in-place alias of the other
 //! ([`MemoryPlan::alias_of`]), and then they occupy the very same bytes, or a slice
 //! of the other ([`MemoryPlan::slice_of`]), and then it lies inside it and nothing
-//! else touches the parent's bytes from the slice's first step on; zero-size
+//! else touches the parent's bytes from the slice's first step on, or an overlap of
+//! the other ([`MemoryPlan::overlap_of`]), and then no output plane lands on an input
+//! plane before the kernel has read it; zero-size
 //! buffers sit at offset 0 and conflict with nothing.
 
 use std::fmt;
@@ -51,6 +58,7 @@ pub mod improve;
 pub mod interference;
 pub mod liveness;
 pub mod offsets;
+pub mod overlap;
 pub mod pools;
 pub mod report;
 mod strategy;
@@ -65,6 +73,7 @@ mod simulate;
 mod testutil;
 
 pub use liveness::{Liveness, analyze};
+pub use overlap::PlaneOrder;
 pub use report::{json_report, text_report};
 pub use strategy::Strategy;
 pub use svg::svg;
@@ -113,6 +122,9 @@ pub struct BufferRequest {
     /// to bytes `delta..` of it (a Concat's input). The planner may place this buffer
     /// there, a slice of its parent, so that the copy disappears ([`alias`]).
     pub slice_of: Option<(BufferId, usize)>,
+    /// `(input, order)`: the step `def` reads that input and writes this buffer plane by
+    /// plane in `order`, so this buffer may start inside the input ([`overlap`]).
+    pub overlap_of: Option<(BufferId, PlaneOrder)>,
 }
 
 impl BufferRequest {
@@ -127,6 +139,7 @@ impl BufferRequest {
             scratch: false,
             in_place_of: Vec::new(),
             slice_of: None,
+            overlap_of: None,
         }
     }
 
@@ -270,6 +283,10 @@ pub struct MemoryPlan {
     /// (`offset = parent's offset + delta`): a Concat's input placed where the Concat
     /// would copy it, so the Concat does not; or None.
     pub slice_of: Vec<Option<(BufferId, usize)>>,
+    /// Per [`BufferId`]: the input it overlaps and its offset minus that input's, in
+    /// bytes (segment overlapping: the input dies at the step that writes this one,
+    /// which writes no plane over an input plane it has not read); or None.
+    pub overlap_of: Vec<Option<(BufferId, isize)>>,
     /// Name of the strategy that produced `offsets`.
     pub strategy: &'static str,
     /// Every strategy tried: with the in-place aliases (when there are any), then
@@ -285,6 +302,8 @@ pub struct Tried {
     pub in_place: bool,
     /// Whether it placed the buffers with their Concat slices too.
     pub slices: bool,
+    /// Whether it placed the buffers with their segment overlaps too.
+    pub overlaps: bool,
     pub arena_bytes: usize,
 }
 
@@ -312,6 +331,16 @@ impl MemoryPlan {
     /// Number of buffers placed as slices of a Concat's output.
     pub fn slice_count(&self) -> usize {
         self.slice_of.iter().flatten().count()
+    }
+
+    /// The input `id` overlaps and its byte distance from it, if any.
+    pub fn overlap(&self, id: BufferId) -> Option<(BufferId, isize)> {
+        self.overlap_of.get(id.index()).copied().flatten()
+    }
+
+    /// Number of outputs placed overlapping their input.
+    pub fn overlap_count(&self) -> usize {
+        self.overlap_of.iter().flatten().count()
     }
 
     /// `offset..offset + aligned size` of `id`, if it is a buffer of this plan.
@@ -441,6 +470,14 @@ pub enum PlanError {
         reason: String,
     },
     #[error(
+        "invalid memory plan: buffer `{buffer}` is placed overlapping its input `{input}`, which {reason}"
+    )]
+    BadOverlap {
+        buffer: String,
+        input: String,
+        reason: String,
+    },
+    #[error(
         "memory plan: strategy `{strategy}` produced an invalid plan (a planner bug): {source}"
     )]
     StrategyBug {
@@ -455,30 +492,35 @@ pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
     plan_with(input, Strategy::ALL)
 }
 
-/// Plans `input` with the given strategies, in order: first with the legal in-place
-/// aliases and Concat slices (when there are slices), then with the aliases only (when
-/// there are any), then without either; the smallest arena wins and ties go to the
-/// earlier (so slices are kept when they cost nothing: the same arena, fewer copies).
-/// Every candidate goes through the validator: one that fails is a planner bug and is
-/// returned as [`PlanError::StrategyBug`].
+/// Plans `input` with the given strategies, in order: first with every legal alias
+/// (in-place aliases, segment overlaps and Concat slices), then with fewer (overlaps
+/// without slices, in place with slices, in place only), then without any; the smallest
+/// arena wins and ties go to the earlier (so slices are kept when they cost nothing:
+/// the same arena, fewer copies). Every candidate goes through the validator: one that
+/// fails is a planner bug and is returned as [`PlanError::StrategyBug`].
 pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPlan, PlanError> {
     let live = liveness::analyze(input)?;
+    let none = Aliases::none(live.len());
     let alias_of = alias::choose(input, &live);
-    let slice_of = alias::choose_slices(input, &live, &alias_of)?;
+    let overlap_of = overlap::choose(input, &live, &alias_of)?;
+    let mut sets: Vec<Aliases> = Vec::new();
+    for overlap_of in [overlap_of, none.overlap_of.clone()] {
+        let slice_of = alias::choose_slices(input, &live, &alias_of, &overlap_of)?;
+        for slice_of in [slice_of, none.slice_of.clone()] {
+            let set = Aliases {
+                alias_of: alias_of.clone(),
+                slice_of,
+                overlap_of: overlap_of.clone(),
+            };
+            if set != none && !sets.contains(&set) {
+                sets.push(set);
+            }
+        }
+    }
     let mut best: Option<MemoryPlan> = None;
-    let mut tried = Vec::with_capacity(3 * strategies.len());
-    let none = vec![None; live.len()];
-    // (in-place aliases, slices) of each set tried.
-    type Set<'a> = (&'a [Option<BufferId>], &'a [Option<(BufferId, usize)>]);
-    let mut sets: Vec<Set> = Vec::new();
-    if slice_of.iter().any(Option::is_some) {
-        sets.push((&alias_of, &slice_of));
-    }
-    if alias_of.iter().any(Option::is_some) {
-        sets.push((&alias_of, &none));
-    }
-    for (alias_of, slice_of) in sets {
-        let blocks = alias::merge(input, &live, alias_of, slice_of)?;
+    let mut tried = Vec::with_capacity((sets.len() + 1) * strategies.len());
+    for set in sets {
+        let blocks = alias::merge(input, &live, &set.alias_of, &set.slice_of, &set.overlap_of)?;
         let merged = liveness::analyze(&blocks.input)?;
         let expand = |offsets: Vec<usize>| -> Vec<usize> {
             blocks
@@ -491,8 +533,7 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
         let run = Run {
             live: &live,
             placed: &merged,
-            alias_of: alias_of.to_vec(),
-            slice_of: slice_of.to_vec(),
+            set,
             expand: &expand,
         };
         run.strategies(input, strategies, &mut best, &mut tried)?;
@@ -500,8 +541,7 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
     let run = Run {
         live: &live,
         placed: &live,
-        alias_of: vec![None; live.len()],
-        slice_of: vec![None; live.len()],
+        set: none,
         expand: &|offsets: Vec<usize>| offsets,
     };
     run.strategies(input, strategies, &mut best, &mut tried)?;
@@ -510,14 +550,31 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
     Ok(best)
 }
 
+/// One choice of aliases the strategies place with, per buffer.
+#[derive(Clone, PartialEq, Eq)]
+struct Aliases {
+    alias_of: Vec<Option<BufferId>>,
+    slice_of: Vec<Option<(BufferId, usize)>>,
+    overlap_of: Vec<Option<(BufferId, isize)>>,
+}
+
+impl Aliases {
+    fn none(n: usize) -> Self {
+        Aliases {
+            alias_of: vec![None; n],
+            slice_of: vec![None; n],
+            overlap_of: vec![None; n],
+        }
+    }
+}
+
 /// One way of placing the buffers: what the strategies place (`placed`: the buffers
 /// themselves, or blocks of aliases and slices) and how their offsets become the
 /// buffers'.
 struct Run<'a> {
     live: &'a Liveness,
     placed: &'a Liveness,
-    alias_of: Vec<Option<BufferId>>,
-    slice_of: Vec<Option<(BufferId, usize)>>,
+    set: Aliases,
     expand: &'a dyn Fn(Vec<usize>) -> Vec<usize>,
 }
 
@@ -532,8 +589,9 @@ impl Run<'_> {
         tried: &mut Vec<Tried>,
     ) -> Result<(), PlanError> {
         let live = self.live;
-        let in_place = self.alias_of.iter().any(Option::is_some);
-        let slices = self.slice_of.iter().any(Option::is_some);
+        let in_place = self.set.alias_of.iter().any(Option::is_some);
+        let slices = self.set.slice_of.iter().any(Option::is_some);
+        let overlaps = self.set.overlap_of.iter().any(Option::is_some);
         let mut shared = strategy::Shared::new(self.placed);
         for &strategy in strategies {
             let offsets = (self.expand)(strategy.offsets_shared(&mut shared)?);
@@ -547,9 +605,10 @@ impl Run<'_> {
                 naive_bytes: live.naive_bytes,
                 lower_bound_bytes: live.lower_bound_bytes,
                 peak_step: live.peak_step,
-                alias_of: self.alias_of.clone(),
+                alias_of: self.set.alias_of.clone(),
                 in_place_lower_bound_bytes: self.placed.lower_bound_bytes,
-                slice_of: self.slice_of.clone(),
+                slice_of: self.set.slice_of.clone(),
+                overlap_of: self.set.overlap_of.clone(),
                 strategy: strategy.name(),
                 strategies: Vec::new(),
             };
@@ -561,6 +620,7 @@ impl Run<'_> {
                 strategy: strategy.name(),
                 in_place,
                 slices,
+                overlaps,
                 arena_bytes,
             });
             if best

@@ -43,6 +43,7 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
         ("aligned sizes", plan.aligned_sizes.len()),
         ("aliases", plan.alias_of.len()),
         ("slices", plan.slice_of.len()),
+        ("overlaps", plan.overlap_of.len()),
     ] {
         if found != n {
             return Err(PlanError::PlanShape {
@@ -113,11 +114,13 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
     // Aliases and overlaps first: of all the ways a plan can be wrong, they corrupt data.
     let mut occupied = check_aliases(input, plan, &lifetimes)?;
     let swept = check_slices(input, plan, &lifetimes, &sizes, &mut occupied)?;
-    check_no_overlap(input, plan, &occupied, &lifetimes, &swept)?;
+    let ranges = swept_ranges(plan, &swept);
+    check_no_overlap(input, &occupied, &lifetimes, &ranges)?;
     check_total("arena_bytes", plan.arena_bytes, max_end)?;
     check_total("naive_bytes", plan.naive_bytes, naive)?;
     let peak = peak_live_bytes(&lifetimes, &sizes);
     check_total("lower_bound_bytes", plan.lower_bound_bytes, peak)?;
+    let swept: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
     let in_place_peak = if occupied == lifetimes && swept == sizes {
         peak
     } else {
@@ -184,7 +187,109 @@ fn check_aliases(
         // first < def == last, so this stays a non-empty range.
         occupied[x].last -= 1;
     }
+    for (y, overlap) in plan.overlap_of.iter().enumerate() {
+        let Some((id, delta)) = *overlap else {
+            continue;
+        };
+        let out = &input.buffers[y];
+        let bad = |input_name: String, reason: String| PlanError::BadOverlap {
+            buffer: out.name.clone(),
+            input: input_name,
+            reason,
+        };
+        let Some(inp) = input.buffers.get(id.index()) else {
+            return Err(bad(id.to_string(), "does not exist".into()));
+        };
+        let x = id.index();
+        let life = lifetimes[x];
+        let distance = plan.offsets[y] as i128 - plan.offsets[x] as i128;
+        let reason = match out.overlap_of {
+            _ if x == y => Some("is the buffer itself".to_string()),
+            Some((named, _)) if named != id => Some("is not the input its step reads by planes".into()),
+            None => Some("is not an input its step reads by planes".into()),
+            Some((_, order)) => {
+                if out.scratch || inp.scratch {
+                    Some("is kernel scratch, or is overlapped by it".into())
+                } else if inp.live_to_end {
+                    Some("is a graph output".into())
+                } else if plan.alias_of[y].is_some() {
+                    Some("is also written in place over a buffer".into())
+                } else if life.first >= out.def || life.last != out.def {
+                    Some(format!(
+                        "lives over steps {life}, not up to step {} that writes it",
+                        out.def
+                    ))
+                } else if taken[x] {
+                    Some("another buffer is also written over".into())
+                } else if order.planes.checked_mul(order.in_plane) != Some(inp.size)
+                    || order.planes.checked_mul(order.out_plane) != Some(out.size)
+                {
+                    Some(format!(
+                        "does not split into {} planes of {} and {} bytes",
+                        order.planes, order.in_plane, order.out_plane
+                    ))
+                } else if distance != delta as i128 {
+                    Some(format!("sits {distance} bytes from it, not {delta}"))
+                } else if !order.is_safe(delta) {
+                    Some(format!(
+                        "at {delta} bytes, an output plane lands on an input plane not yet read"
+                    ))
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            return Err(bad(inp.name.clone(), reason));
+        }
+        taken[x] = true;
+        occupied[x].last -= 1;
+    }
     Ok(occupied)
+}
+
+/// The bytes each buffer holds in the overlap sweep: a slice none (its parent holds
+/// them); a buffer in a chain of in-place aliases and overlaps, the whole extent of the
+/// chain's members, so that at the step where an output starts inside its input, the
+/// input's bytes the output does not cover are still held (and, chain members being
+/// tiled in time, the in-place bound is the planner's block bound).
+fn swept_ranges(plan: &MemoryPlan, swept: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let n = swept.len();
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], mut i: usize) -> usize {
+        while root[i] != i {
+            root[i] = root[root[i]];
+            i = root[i];
+        }
+        i
+    }
+    let pairs = plan.alias_of.iter().map(|a| a.map(|x| x.index()));
+    let overlaps = plan.overlap_of.iter().map(|o| o.map(|(x, _)| x.index()));
+    for (y, x) in pairs.enumerate().chain(overlaps.enumerate()) {
+        if let Some(x) = x {
+            let (a, b) = (find(&mut root, x), find(&mut root, y));
+            root[b] = a;
+        }
+    }
+    let own = |i: usize| plan.offsets[i]..plan.offsets[i] + swept[i];
+    let mut extent: Vec<Option<std::ops::Range<usize>>> = vec![None; n];
+    for i in (0..n).filter(|&i| swept[i] > 0) {
+        let r = find(&mut root, i);
+        let e = own(i);
+        extent[r] = Some(match extent[r].take() {
+            None => e,
+            Some(x) => x.start.min(e.start)..x.end.max(e.end),
+        });
+    }
+    (0..n)
+        .map(|i| {
+            if swept[i] == 0 {
+                own(i)
+            } else {
+                extent[find(&mut root, i)].clone().unwrap_or_else(|| own(i))
+            }
+        })
+        .collect()
 }
 
 /// Re-checks every Concat slice of `plan` against the definitions: the request names
@@ -206,7 +311,8 @@ fn check_slices(
     let n = input.buffers.len();
     let mut swept = sizes.to_vec();
     let mut overwritten = vec![false; n];
-    for x in plan.alias_of.iter().flatten() {
+    let overlapped = plan.overlap_of.iter().flatten().map(|(x, _)| x);
+    for x in plan.alias_of.iter().flatten().chain(overlapped) {
         if let Some(slot) = overwritten.get_mut(x.index()) {
             *slot = true;
         }
@@ -234,8 +340,8 @@ fn check_slices(
             Some("one of them is kernel scratch".into())
         } else if child.live_to_end {
             Some("it is a graph output".into())
-        } else if plan.alias_of[c].is_some() || overwritten[c] {
-            Some("it is in an in-place alias".into())
+        } else if plan.alias_of[c].is_some() || plan.overlap_of[c].is_some() || overwritten[c] {
+            Some("it is in an in-place alias or overlap".into())
         } else if plan.alias_of[p].is_some() {
             Some("the parent is written in place over another buffer".into())
         } else if plan.slice_of[p].is_some()
@@ -395,19 +501,19 @@ fn peak_live_bytes(lifetimes: &[Lifetime], sizes: &[usize]) -> usize {
 /// ([`check_aliases`]); errors name the buffers' `shown` lifetimes.
 fn check_no_overlap(
     input: &PlanInput,
-    plan: &MemoryPlan,
     lifetimes: &[Lifetime],
     shown: &[Lifetime],
-    sizes: &[usize],
+    ranges: &[std::ops::Range<usize>],
 ) -> Result<(), PlanError> {
-    let planned: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] > 0).collect();
+    let planned: Vec<usize> = (0..ranges.len())
+        .filter(|&i| !ranges[i].is_empty())
+        .collect();
     let mut by_first = planned.clone();
     by_first.sort_unstable_by_key(|&i| (lifetimes[i].first, i));
     let mut by_last = planned;
     by_last.sort_unstable_by_key(|&i| (lifetimes[i].last, i));
 
-    // End of buffer i; cannot overflow, checked against the arena above.
-    let end = |i: usize| plan.offsets[i] + sizes[i];
+    let (start, end) = (|i: usize| ranges[i].start, |i: usize| ranges[i].end);
     let mut live: BTreeMap<usize, usize> = BTreeMap::new(); // offset -> buffer
     let mut dead = by_last.iter().peekable();
     for &i in &by_first {
@@ -416,12 +522,12 @@ fn check_no_overlap(
             if lifetimes[j].last >= now {
                 break;
             }
-            if live.get(&plan.offsets[j]) == Some(&j) {
-                live.remove(&plan.offsets[j]);
+            if live.get(&start(j)) == Some(&j) {
+                live.remove(&start(j));
             }
             dead.next();
         }
-        let offset = plan.offsets[i];
+        let offset = start(i);
         let below = live.range(..=offset).next_back();
         let above = live
             .range((Bound::Excluded(offset), Bound::Unbounded))
@@ -432,11 +538,11 @@ fn check_no_overlap(
                 return Err(PlanError::Overlap {
                     a: input.buffers[a].name.clone(),
                     a_life: shown[a],
-                    a_offset: plan.offsets[a],
+                    a_offset: start(a),
                     a_end: end(a),
                     b: input.buffers[b].name.clone(),
                     b_life: shown[b],
-                    b_offset: plan.offsets[b],
+                    b_offset: start(b),
                     b_end: end(b),
                 });
             }

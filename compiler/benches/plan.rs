@@ -10,13 +10,15 @@
 //! `testdata/` exists, each zoo model's naive size, every strategy's arena without
 //! in-place aliasing, the best of those, the best with in-place aliases (the plan
 //! Kiln compiles), the liveness lower bound (without aliasing: the reference), the
-//! bound with the aliases, best / bound and the planning time, and the geometric mean
-//! of best / bound. `KILN_PLAN_BENCH_RUNS` sets the runs per median (default 5).
+//! bound with the aliases, best / bound, the planning time, and the arenas in file
+//! order and in the memory-aware order (`-` where it is file order) with the one kept
+//! marked `*`; then the geometric mean of best / bound. `KILN_PLAN_BENCH_RUNS` sets the runs per median (default 5).
 
 use std::path::Path;
 use std::time::Instant;
 
 use kiln_compiler::plan::{BufferRequest, PlanInput, Strategy, plan, plan_with};
+use kiln_compiler::schedule::Schedule;
 use kiln_compiler::{Options, compile};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
@@ -111,7 +113,8 @@ fn zoo(runs: usize) {
     let mib = |b: usize| format!("{:.3}", b as f64 / (1024.0 * 1024.0));
     println!(
         "Zoo models: arena MiB per strategy without aliasing, the best of them, the best with \
-         in-place aliases, the bounds without and with them (random.onnx, default options), plan() ms"
+         in-place aliases, the bounds without and with them (random.onnx, default options), plan() ms, \
+         arena in file order and in the memory-aware order (* kept)"
     );
     let mut header = format!("{:<13} {:>8} {:>8}", "model", "buffers", "naive");
     for s in Strategy::ALL {
@@ -121,6 +124,7 @@ fn zoo(runs: usize) {
         " {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "no alias", "in place", "bound", "IP bound", "best/LB", "ms"
     );
+    header += &format!(" {:>9} {:>9}", "file", "mem-aware");
     println!("{header}");
     let mut log_sum = 0.0;
     let mut count = 0;
@@ -161,6 +165,15 @@ fn zoo(runs: usize) {
             mib(p.arena_bytes),
             mib(p.lower_bound_bytes),
             mib(p.in_place_lower_bound_bytes),
+        );
+        let s = &compiled.schedule;
+        let kept = |k: Schedule| if s.kept == k { "*" } else { " " };
+        line += &format!(
+            " {:>8}{} {:>8}{}",
+            mib(s.file_order_arena),
+            kept(Schedule::FileOrder),
+            s.memory_aware_arena.map_or("-".into(), mib),
+            kept(Schedule::MemoryAware),
         );
         println!("{line}");
     }

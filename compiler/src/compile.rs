@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::codegen::{self, CodegenOptions, WeightsMode};
 use crate::error::Error;
 use crate::lower::{self, Kernel, Operand, Program, Step};
-use crate::plan::{self, BufferId, BufferRequest, MemoryPlan, PlanInput};
+use crate::plan::{self, BufferId, BufferRequest, MemoryPlan, PlanInput, PlaneOrder};
+use crate::schedule::{self, Schedule, ScheduleChoice};
 use crate::{infer, load, passes};
 
 /// The code generation target.
@@ -98,6 +99,8 @@ pub struct Compiled {
     pub program: Program,
     pub plan_input: PlanInput,
     pub plan: MemoryPlan,
+    /// The step order `program` has: file order or memory-aware, and both arenas.
+    pub schedule: ScheduleChoice,
 }
 
 impl Compiled {
@@ -125,6 +128,7 @@ impl Compiled {
     /// The plan report as text (seed 000's report), with what lies outside the arena.
     pub fn report(&self) -> String {
         let mut r = plan::report::text_report(&self.plan_input, &self.plan);
+        r.push_str(&format!("\n{}\n", self.schedule));
         r.push_str(&format!(
             "\nOutside the arena: weights {} B (read-only, shared by every context); the GEMM \
              crate's packing buffer, allocated once per thread on its first large product \
@@ -132,6 +136,18 @@ impl Compiled {
             self.weights.len()
         ));
         r
+    }
+
+    /// The plan report as JSON ([`plan::json_report`]) with a `schedule` object: the
+    /// order kept and the arena of each order planned.
+    pub fn json_report(&self) -> serde_json::Value {
+        let mut v = plan::json_report(&self.plan_input, &self.plan);
+        v["schedule"] = serde_json::json!({
+            "kept": self.schedule.kept.name(),
+            "file_order_arena_bytes": self.schedule.file_order_arena,
+            "memory_aware_arena_bytes": self.schedule.memory_aware_arena,
+        });
+        v
     }
 }
 
@@ -215,11 +231,13 @@ pub fn compile_bytes(
     passes::run(&mut graph)?;
     let mut program = lower::lower(&graph)?;
     if opts.target == Target::Cuda {
-        // The CUDA kernels need no scratch (convolution is an implicit GEMM).
-        drop_scratch(&mut program);
+        for_cuda(&mut program);
     }
-    let plan_input = plan_input(&program, opts.alignment);
-    let plan = plan::plan(&plan_input)?;
+    let (plan_input, plan, schedule) = schedule_and_plan(&mut program, |p| {
+        let input = plan_input(p, opts.alignment);
+        let plan = plan::plan(&input)?;
+        Ok((input, plan))
+    })?;
     let weights: Vec<u8> = program
         .weights
         .iter()
@@ -267,7 +285,48 @@ pub fn compile_bytes(
         program,
         plan_input,
         plan,
+        schedule,
     })
+}
+
+/// Plans `program` in file order and, where it differs, in the memory-aware order
+/// ([`schedule::memory_aware`]); leaves `program` in the memory-aware order only when
+/// that arena is strictly smaller (a greedy order can also be worse).
+fn schedule_and_plan(
+    program: &mut Program,
+    plan_of: impl Fn(&Program) -> Result<(PlanInput, MemoryPlan), Error>,
+) -> Result<(PlanInput, MemoryPlan, ScheduleChoice), Error> {
+    let (input, plan) = plan_of(program)?;
+    let mut choice = ScheduleChoice {
+        kept: Schedule::FileOrder,
+        file_order_arena: plan.arena_bytes,
+        memory_aware_arena: None,
+    };
+    let order = schedule::memory_aware(program);
+    if order.iter().enumerate().all(|(k, &i)| k == i) {
+        return Ok((input, plan, choice));
+    }
+    let file_steps = program.steps.clone();
+    schedule::reorder(program, &order);
+    let (aware_input, aware_plan) = plan_of(program)?;
+    choice.memory_aware_arena = Some(aware_plan.arena_bytes);
+    if aware_plan.arena_bytes < plan.arena_bytes {
+        choice.kept = Schedule::MemoryAware;
+        Ok((aware_input, aware_plan, choice))
+    } else {
+        program.steps = file_steps;
+        Ok((input, plan, choice))
+    }
+}
+
+/// Adapts a lowered program to the CUDA kernels: they need no scratch (convolution is
+/// an implicit GEMM), and they run all planes of a pooling at once, so no output may
+/// overlap its input.
+fn for_cuda(program: &mut Program) {
+    for step in &mut program.steps {
+        step.overlap = None;
+    }
+    drop_scratch(program);
 }
 
 /// Removes every step's kernel scratch buffer, renumbering the other buffers.
@@ -292,6 +351,7 @@ fn drop_scratch(program: &mut Program) {
             output,
             scratch,
             in_place: _, // positions in `inputs`, unchanged
+            overlap: _,  // about operand 0 and the output, unchanged
         } = step;
         *output = new(*output);
         *scratch = None;
@@ -377,12 +437,18 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
     let mut uses: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
     let mut in_place_of: Vec<Vec<BufferId>> = vec![Vec::new(); program.buffers.len()];
     let mut slice_of: Vec<Option<(BufferId, usize)>> = vec![None; program.buffers.len()];
+    let mut overlap_of: Vec<Option<(BufferId, PlaneOrder)>> = vec![None; program.buffers.len()];
     for (i, s) in program.steps.iter().enumerate() {
         for b in std::iter::once(s.output).chain(s.scratch) {
             match def[b.index()] {
                 None => def[b.index()] = Some(i),
                 Some(_) => uses[b.index()].push(i),
             }
+        }
+        if def[s.output.index()] == Some(i)
+            && let (Some(order), Some(&Operand::Buffer(x))) = (s.overlap, s.inputs.first())
+        {
+            overlap_of[s.output.index()] = Some((x, order));
         }
         if def[s.output.index()] == Some(i) {
             in_place_of[s.output.index()] = s
@@ -434,6 +500,7 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
         input.push(BufferRequest {
             in_place_of: std::mem::take(&mut in_place_of[i]),
             slice_of: slice_of[i],
+            overlap_of: overlap_of[i],
             ..req
         });
     }

@@ -11,18 +11,41 @@
 //! output's elements in the output's layout (for a broadcasting op: the operand that is
 //! not broadcast), and must not be read a second time by the same step (`x * x`), since
 //! an in-place kernel reads it only through the output.
+//!
+//! Pooling qualifies for the weaker segment overlap: its output may start inside its
+//! input, as far as the kernel's plane order allows.
 
 use kiln_runtime::kernels::LRN_INPLACE_MAX_SIZE;
 use kiln_runtime::params::Broadcast;
 
 use crate::lower::{Buffer, Kernel, Operand, Program, Step};
+use crate::plan::PlaneOrder;
 
 /// Sets every step's [`Step::in_place`]: the operands it may overwrite, in order of
-/// preference.
+/// preference; and [`Step::overlap`]: how it walks operand 0 and its output plane by
+/// plane, where its output may start inside that operand.
 pub fn mark(program: &mut Program) {
     for step in &mut program.steps {
         step.in_place = candidates(step, &program.buffers);
+        step.overlap = plane_order(step);
     }
+}
+
+/// MaxPool and AveragePool: the CPU kernel fills output plane `q` and accumulates it
+/// from input plane `q`, plane after plane ([`kiln_runtime::kernels::pool2d_overlapping`]),
+/// so output planes may land on input planes already read. (The CUDA kernel runs all
+/// planes at once: the CUDA target clears this.)
+fn plane_order(step: &Step) -> Option<PlaneOrder> {
+    let Kernel::Pool2d(p) = &step.kernel else {
+        return None;
+    };
+    matches!(step.inputs.first(), Some(Operand::Buffer(b)) if *b != step.output).then(|| {
+        PlaneOrder {
+            planes: p.n * p.c,
+            in_plane: p.h_in * p.w_in * 4,
+            out_plane: p.h_out * p.w_out * 4,
+        }
+    })
 }
 
 /// The operand positions `step` could write its output over.
@@ -99,6 +122,7 @@ mod tests {
             output: BufferId(output),
             scratch: None,
             in_place: Vec::new(),
+            overlap: None,
         }
     }
 

@@ -2,8 +2,8 @@
 //! static memory plan.
 //!
 //! The pipeline runs in one direction (see ARCHITECTURE.md):
-//! [`load`] → [`infer`] → [`passes`] → [`lower`] → [`plan`] → [`codegen`], driven by
-//! [`compile()`], the single entry point the CLI, the build.rs [`Builder`] and
+//! [`load`] → [`infer`] → [`passes`] → [`lower`] → [`schedule`] → [`plan`] → [`codegen`],
+//! driven by [`compile()`], the single entry point the CLI, the build.rs [`Builder`] and
 //! `include_model!` share.
 
 pub mod builder;
@@ -19,6 +19,7 @@ pub mod npy;
 pub mod passes;
 pub mod plan;
 pub mod runner;
+pub mod schedule;
 pub mod window;
 
 pub use builder::Builder;

@@ -13,7 +13,7 @@ use kiln_runtime::params::{self, MAX_RANK};
 use crate::error::Error;
 use crate::infer::{matmul_operands, normalize_axis};
 use crate::ir::*;
-use crate::plan::BufferId;
+use crate::plan::{BufferId, PlaneOrder};
 use crate::window;
 
 /// Weights are placed at multiples of this many elements (64 bytes).
@@ -66,6 +66,10 @@ pub struct Step {
     /// over, in order of preference ([`crate::in_place`]); the planner keeps at most
     /// one, where that input dies here ([`crate::plan::MemoryPlan::alias_of`]).
     pub in_place: Vec<usize>,
+    /// How the kernel walks operand 0 and its output plane by plane, when it does, so
+    /// the planner may start the output inside that operand where it dies here
+    /// (segment overlapping, [`crate::plan::MemoryPlan::overlap_of`]); CPU kernels only.
+    pub overlap: Option<PlaneOrder>,
 }
 
 #[derive(Debug, Clone)]
@@ -234,6 +238,7 @@ impl Lowering<'_> {
             output,
             scratch,
             in_place: Vec::new(),
+            overlap: None,
         });
     }
 
@@ -568,6 +573,7 @@ impl Lowering<'_> {
                         output: b,
                         scratch: None,
                         in_place: Vec::new(),
+                        overlap: None,
                     });
                     b
                 }

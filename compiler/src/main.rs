@@ -163,8 +163,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             }
             if json {
-                let v =
-                    kiln_compiler::plan::report::json_report(&compiled.plan_input, &compiled.plan);
+                let v = compiled.json_report();
                 emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
             } else {
                 emit(&compiled.report())?;

@@ -122,6 +122,8 @@ fn plan_json() {
         tensors.iter().any(|t| t["name"] == "prob"),
         "the output tensor is planned"
     );
+    assert_eq!(v["schedule"]["kept"], "file order", "a chain has one order");
+    assert_eq!(v["schedule"]["file_order_arena_bytes"], arena);
 }
 
 /// `kiln plan MODEL` without `--json` prints a text report.
@@ -132,6 +134,11 @@ fn plan_text() {
     let o = kiln(&["plan", s(&model)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("prob"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("Schedule: file order"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// `kiln compile MODEL --out-dir DIR --name tiny` writes `DIR/tiny.rs` and

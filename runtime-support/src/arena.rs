@@ -386,8 +386,14 @@ mod tests {
             .unwrap();
         assert!(e.to_string().contains("not read yet"), "{e}");
         // Entirely after the input is fine; lengths must split into the planes.
-        assert!(a.regions_overlapping("t", (128 * 4, 32), (64 * 4, 64), 4).is_ok());
-        assert!(a.regions_overlapping("t", (0, 30), (64 * 4, 64), 4).is_err());
+        assert!(
+            a.regions_overlapping("t", (128 * 4, 32), (64 * 4, 64), 4)
+                .is_ok()
+        );
+        assert!(
+            a.regions_overlapping("t", (0, 30), (64 * 4, 64), 4)
+                .is_err()
+        );
         assert!(a.regions_overlapping("t", (0, 0), (0, 0), 0).is_ok());
         assert!(a.regions_overlapping("t", (0, 8), (64, 8), 0).is_err());
         assert!(a.regions_overlapping("t", (4096, 8), (0, 8), 1).is_err());

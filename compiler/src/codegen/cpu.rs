@@ -232,6 +232,9 @@ impl<'a> Emitter<'a> {
         {
             return Ok(self.concat_in_place(s, &parts, index));
         }
+        if let Some((x, delta)) = self.plan.overlap(s.output) {
+            return self.overlapping(s, x, delta, index);
+        }
         let rt = self.rt;
         let step_name = &s.node;
         let mut muts = vec![self.region(s.output)];
@@ -397,6 +400,51 @@ impl<'a> Emitter<'a> {
 }
 
 impl Emitter<'_> {
+    /// A pooling step whose output the plan started inside its input `x`, `delta` bytes
+    /// from it: the arena proves the plane order safe before lending both.
+    fn overlapping(
+        &self,
+        s: &Step,
+        x: crate::plan::BufferId,
+        delta: isize,
+        index: usize,
+    ) -> Result<TokenStream, Error> {
+        let rt = self.rt;
+        let (Kernel::Pool2d(p), Some(&Operand::Buffer(input))) = (&s.kernel, s.inputs.first())
+        else {
+            return Err(self.not_overlappable(s));
+        };
+        if input != x || s.overlap.is_none() {
+            return Err(self.not_overlappable(s));
+        }
+        let pt = tokens::pool2d(rt, p);
+        let (step_name, out, input) = (&s.node, self.region(s.output), self.region(x));
+        let planes = us(p.n * p.c);
+        let index_lit = us(index);
+        let comment = format!(
+            "{}{} ({}): output starts {delta} bytes from its input, planes in order",
+            super::STEP_MARKER_DOC,
+            s.node,
+            s.op_type
+        );
+        Ok(quote! {
+            #[doc = #comment]
+            {
+                let t = #rt::profile::start(times);
+                let xy = arena.regions_overlapping(#step_name, #out, #input, #planes)?;
+                #rt::kernels::pool2d_overlapping(&#pt, xy);
+                #rt::profile::stop(times, #index_lit, t);
+            }
+        })
+    }
+
+    fn not_overlappable(&self, s: &Step) -> Error {
+        Error::Codegen(format!(
+            "step `{}` ({}) is planned overlapping an input its kernel does not walk by planes",
+            s.node, s.op_type
+        ))
+    }
+
     /// A Concat some of whose inputs the plan placed in its output: the others are
     /// copied to their ranges (`offsets::OUT + byte`, as regions written by the step),
     /// and when there are none left the step is only its comment.

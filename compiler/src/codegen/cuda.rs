@@ -31,6 +31,17 @@ const MAX_ELEMENTS: usize = i32::MAX as usize;
 /// Emits the module's source text, formatted with prettyplease.
 pub fn emit(program: &Program, plan: &MemoryPlan, opts: &CodegenOptions) -> Result<String, Error> {
     check_sizes(program)?;
+    // CUDA kernels write all planes at once: an output over its unread input is a race.
+    if let Some(s) = program
+        .steps
+        .iter()
+        .find(|s| plan.overlap(s.output).is_some())
+    {
+        return Err(Error::Codegen(format!(
+            "step `{}` ({}) is planned overlapping its input, which the CUDA kernels cannot do",
+            s.node, s.op_type
+        )));
+    }
     let runtime = runtime_tokens(opts)?;
     // The module imports the runtime as `rt` and refers to it by that name.
     let rt = quote!(rt);

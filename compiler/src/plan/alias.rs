@@ -125,8 +125,8 @@ pub fn choose_slices(
     }
     // Keep each parent's slices where they do not raise the bound.
     let mut slice_of = vec![None; n];
-    let mut bound =
-        super::analyze(&merge(input, live, alias_of, &slice_of, overlap_of)?.input)?.lower_bound_bytes;
+    let mut bound = super::analyze(&merge(input, live, alias_of, &slice_of, overlap_of)?.input)?
+        .lower_bound_bytes;
     for (p, group) in groups.iter().enumerate() {
         if group.is_empty() {
             continue;
@@ -153,14 +153,34 @@ pub struct Blocks {
     /// Per buffer: its byte offset inside its block (non-zero for slices and for the
     /// members of a block with an overlap).
     pub delta: Vec<usize>,
+    /// `(low, high, distance)`: a block with a segment overlap is two blocks, tied:
+    /// `low` holds the overlap's output, from the block's start for the block's whole
+    /// life, and `high`, at `distance` above it, the rest of the input's bytes until
+    /// the overlap's step. After that step the bytes of `high` are free.
+    pub ties: Vec<(usize, usize, usize)>,
+}
+
+impl Blocks {
+    /// The blocks' liveness, with the ties of overlapped blocks.
+    pub fn liveness(&self) -> Result<Liveness, PlanError> {
+        let mut live = super::analyze(&self.input)?;
+        for &(low, high, distance) in &self.ties {
+            live.tied[low] = Some((BufferId(high as u32), distance as isize));
+            live.tied[high] = Some((BufferId(low as u32), -(distance as isize)));
+        }
+        Ok(live)
+    }
 }
 
 /// Merges every chain of in-place aliases (`alias_of`) and segment overlaps
 /// (`overlap_of`: an output at a signed byte distance from its input) into one block
 /// living from its first member's first step to its last member's last step, and every
 /// slice of `slice_of` into its parent's block (which then starts at the slice's first
-/// step). A block spans its members' bytes, from the lowest to the highest. Blocks are
-/// numbered in the order of their first member's id, so a plan without aliases has the
+/// step). A block spans its members' bytes, from the lowest to the highest; one with an
+/// overlap is cut in two tied blocks ([`Blocks::ties`]), as its input's bytes above
+/// the output are free once the overlap's step is over. A chain holds at most one
+/// overlap. Blocks are numbered in the order of their first member's id (the upper
+/// parts of overlapped blocks after all others), so a plan without aliases has the
 /// input's own order.
 pub fn merge(
     input: &PlanInput,
@@ -184,7 +204,12 @@ pub fn merge(
             (Some(x), None) => (x, 0),
             (None, Some((x, d))) => (x, d),
             (Some(x), Some(_)) => {
-                return Err(bad_alias(input, i, x, "is both written in place and overlapped"));
+                return Err(bad_alias(
+                    input,
+                    i,
+                    x,
+                    "is both written in place and overlapped",
+                ));
             }
         };
         let starts_before = |x: usize| live.lifetimes[x].first < live.lifetimes[i].first;
@@ -270,7 +295,39 @@ pub fn merge(
         }
         block_of[i] = block_of[r];
     }
-    let delta = (0..n).map(|i| (rel[i] - low[root[i]]) as usize).collect();
+    let delta: Vec<usize> = (0..n).map(|i| (rel[i] - low[root[i]]) as usize).collect();
+    // Cut each overlapped block above its output's bytes. The output starts below its
+    // input (`PlaneOrder::closest_delta` is negative), so at the block's start; the
+    // members after it have its size, those before it die at its step.
+    let mut ties = Vec::new();
+    let mut overlapped = vec![false; n];
+    for (y, o) in overlap_of.iter().enumerate() {
+        let Some((x, _)) = *o else { continue };
+        let r = root[y];
+        if std::mem::replace(&mut overlapped[r], true) {
+            return Err(bad_alias(
+                input,
+                y,
+                x,
+                "is in a chain that already overlaps",
+            ));
+        }
+        let (b, out) = (block_of[y], live.sizes[y]);
+        let size = blocks[b].size;
+        if delta[y] != 0 || size <= out {
+            return Err(bad_alias(input, y, x, "does not start below it"));
+        }
+        let def = input.buffers[y].def;
+        let high = BufferRequest::new(
+            format!("{}:input-rest", input.buffers[y].name),
+            size - out,
+            blocks[b].def,
+            vec![def],
+        );
+        blocks[b].size = out;
+        ties.push((b, blocks.len(), out));
+        blocks.push(high);
+    }
     let mut merged = PlanInput::new(input.steps);
     merged.alignment = input.alignment;
     merged.buffers = blocks;
@@ -278,6 +335,7 @@ pub fn merge(
         input: merged,
         block_of,
         delta,
+        ties,
     })
 }
 
@@ -430,6 +488,9 @@ mod tests {
         let live = analyze(&input).unwrap();
         let mut alias_of = none.clone();
         alias_of[1] = Some(BufferId(0));
-        assert_eq!(choose_slices(&input, &live, &alias_of, &[]).unwrap()[0], None);
+        assert_eq!(
+            choose_slices(&input, &live, &alias_of, &[]).unwrap()[0],
+            None
+        );
     }
 }

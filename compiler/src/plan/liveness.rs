@@ -23,6 +23,10 @@ pub struct Liveness {
     pub lower_bound_bytes: usize,
     /// First step where the lower bound is reached (None when it is 0).
     pub peak_step: Option<usize>,
+    /// Per buffer: a buffer that must sit at a fixed distance from it (bytes, the
+    /// other's offset minus this one's), both ways. Empty from [`analyze`]; the two
+    /// parts of a block with a segment overlap are tied ([`super::alias::Blocks`]).
+    pub tied: Vec<Option<(BufferId, isize)>>,
 }
 
 impl Liveness {
@@ -36,6 +40,16 @@ impl Liveness {
 
     pub fn lifetime(&self, id: BufferId) -> Lifetime {
         self.lifetimes[id.index()]
+    }
+
+    /// The buffer `id` is tied to and its distance from `id`, if any.
+    pub fn tie(&self, id: BufferId) -> Option<(BufferId, isize)> {
+        self.tied.get(id.index()).copied().flatten()
+    }
+
+    /// Whether any buffers are tied (strategies that cannot keep ties skip such inputs).
+    pub fn has_ties(&self) -> bool {
+        self.tied.iter().any(Option::is_some)
     }
 
     pub fn size(&self, id: BufferId) -> usize {
@@ -118,6 +132,7 @@ pub fn analyze(input: &PlanInput) -> Result<Liveness, PlanError> {
         naive_bytes,
         lower_bound_bytes,
         peak_step,
+        tied: vec![None; input.buffers.len()],
     })
 }
 

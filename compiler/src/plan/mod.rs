@@ -521,7 +521,7 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
     let mut tried = Vec::with_capacity((sets.len() + 1) * strategies.len());
     for set in sets {
         let blocks = alias::merge(input, &live, &set.alias_of, &set.slice_of, &set.overlap_of)?;
-        let merged = liveness::analyze(&blocks.input)?;
+        let merged = blocks.liveness()?;
         let expand = |offsets: Vec<usize>| -> Vec<usize> {
             blocks
                 .block_of
@@ -594,6 +594,10 @@ impl Run<'_> {
         let overlaps = self.set.overlap_of.iter().any(Option::is_some);
         let mut shared = strategy::Shared::new(self.placed);
         for &strategy in strategies {
+            // Pool colouring places whole pools and cannot keep two blocks tied.
+            if strategy == Strategy::Pools && self.placed.has_ties() {
+                continue;
+            }
             let offsets = (self.expand)(strategy.offsets_shared(&mut shared)?);
             let arena_bytes = arena_end(&offsets, &live.sizes)?;
             let candidate = MemoryPlan {

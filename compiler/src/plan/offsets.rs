@@ -79,6 +79,16 @@ impl<'a> OffsetAllocator<'a> {
             self.placed[id.index()] = (0, 0);
             return Ok(0);
         }
+        if let Some((partner, distance)) = self.live.tie(id) {
+            // Placed with its partner, so never alone; a restore may have placed
+            // the partner first, then `id` goes where the tie says.
+            if let Some(at) = self.offset(partner) {
+                let at = at.checked_add_signed(-distance).unwrap_or(usize::MAX);
+                self.restore(id, at);
+                return Ok(at);
+            }
+            return self.place_tied(id, partner, distance);
+        }
 
         self.neighbours.clear();
         self.index.overlapping(id, &mut self.neighbours);
@@ -116,6 +126,54 @@ impl<'a> OffsetAllocator<'a> {
         Ok(offset)
     }
 
+    /// Places `id` and `partner` (at `distance` bytes from it) together, at the lowest
+    /// offset where neither meets a conflicting buffer already placed (first fit: the
+    /// pair's free offsets are what is left of the line after removing, per
+    /// conflict, the offsets that would touch it). The partner is always placed with
+    /// `id`, here or in [`OffsetAllocator::restore`].
+    fn place_tied(
+        &mut self,
+        id: BufferId,
+        partner: BufferId,
+        distance: isize,
+    ) -> Result<usize, PlanError> {
+        let (size, partner_size) = (self.live.size(id), self.live.size(partner));
+        let overflow = || PlanError::Overflow {
+            what: format!("offset of buffer {id} tied to {partner}"),
+        };
+        // Forbidden offsets `o` of `id`, half-open, as i128 (no overflow for usize).
+        let mut forbidden: Vec<(i128, i128)> = Vec::new();
+        for (who, shift, len) in [(id, 0i128, size), (partner, distance as i128, partner_size)] {
+            self.neighbours.clear();
+            self.index.overlapping(who, &mut self.neighbours);
+            for n in &self.neighbours {
+                let (start, end) = self.placed[n.index()];
+                if len > 0 && end > start {
+                    // [o + shift, o + shift + len) meets [start, end).
+                    forbidden.push((start as i128 - shift - len as i128 + 1, end as i128 - shift));
+                }
+            }
+        }
+        forbidden.sort_unstable();
+        let mut offset: i128 = (-(distance as i128)).max(0);
+        for (start, end) in forbidden {
+            if start > offset {
+                break;
+            }
+            offset = offset.max(end);
+        }
+        let at = |o: i128, len: usize| -> Result<(usize, usize), PlanError> {
+            let start = usize::try_from(o).map_err(|_| overflow())?;
+            Ok((start, start.checked_add(len).ok_or_else(overflow)?))
+        };
+        self.placed[id.index()] = at(offset, size)?;
+        self.placed[partner.index()] = at(offset + distance as i128, partner_size)?;
+        self.index.insert(id);
+        self.index.insert(partner);
+        self.spans.clear();
+        Ok(self.placed[id.index()].0)
+    }
+
     /// Forgets every placement, keeping the conflict index's precomputed structure.
     pub fn reset(&mut self) {
         self.placed.fill((UNPLACED, UNPLACED));
@@ -136,6 +194,12 @@ impl<'a> OffsetAllocator<'a> {
                 (offset, offset.saturating_add(size))
             };
             self.index.insert(id);
+            // A tied buffer comes with its partner (replayed offsets keep the tie).
+            if let Some((partner, distance)) = self.live.tie(id)
+                && let Some(at) = offset.checked_add_signed(distance)
+            {
+                self.restore(partner, at);
+            }
         }
     }
 

@@ -16,8 +16,8 @@
 //! - both split into the order's planes, and at the chosen distance no output plane
 //!   lands on an input plane not yet read.
 
-use super::{BufferId, PlanError, PlanInput, alias, analyze};
 use super::Liveness;
+use super::{BufferId, PlanError, PlanInput, alias, analyze};
 
 /// How a kernel walks its input and output: `planes` planes in order, reading input
 /// plane `q` (`in_plane` bytes) while it writes output plane `q` (`out_plane` bytes),
@@ -88,6 +88,9 @@ pub fn choose(
     if alias_of.iter().any(Option::is_some) {
         bound = bound_of(&overlap_of)?;
     }
+    // A chain of aliases holds at most one overlap (its block is cut in two once,
+    // `alias::merge`): per chain, by its first buffer, whether it has one.
+    let mut chain_overlaps = vec![false; n];
     for (y, out) in input.buffers.iter().enumerate() {
         let Some((x, order)) = out.overlap_of else {
             continue;
@@ -98,6 +101,7 @@ pub fn choose(
         let life = live.lifetimes[x.index()];
         let legal = x.index() != y
             && !taken[x.index()]
+            && !chain_overlaps[chain_start(x.index(), alias_of, &overlap_of)]
             && !out.scratch
             && !inp.scratch
             && !inp.live_to_end
@@ -116,9 +120,28 @@ pub fn choose(
         if with <= bound {
             (overlap_of, bound) = (tried, with);
             taken[x.index()] = true;
+            chain_overlaps[chain_start(y, alias_of, &overlap_of)] = true;
         }
     }
     Ok(overlap_of)
+}
+
+/// The first buffer of `i`'s chain of in-place aliases and overlaps (links point to
+/// earlier-written buffers; at most `n` are followed, so a malformed cycle ends).
+fn chain_start(
+    mut i: usize,
+    alias_of: &[Option<BufferId>],
+    overlap_of: &[Option<(BufferId, isize)>],
+) -> usize {
+    for _ in 0..alias_of.len().max(overlap_of.len()) {
+        let alias = alias_of.get(i).copied().flatten();
+        let overlap = overlap_of.get(i).copied().flatten().map(|(x, _)| x);
+        match alias.or(overlap) {
+            Some(x) if x.index() < alias_of.len().max(overlap_of.len()) => i = x.index(),
+            _ => break,
+        }
+    }
+    i
 }
 
 #[cfg(test)]
@@ -153,62 +176,89 @@ mod tests {
         }
     }
 
-    /// conv (0, big) → pool (1, over conv) → a reader at 2, beside `other` (2 to 3).
-    fn stem(other: usize) -> PlanInput {
-        let mut input = PlanInput::new(4);
-        input.alignment = 64;
-        let conv = input.push(BufferRequest::new("conv", 4 * 1024, 0, vec![1]));
-        input.push(BufferRequest {
-            overlap_of: Some((
-                conv,
-                PlaneOrder {
-                    planes: 4,
-                    in_plane: 1024,
-                    out_plane: 256,
-                },
-            )),
-            ..BufferRequest::new("pool", 1024, 1, vec![2])
-        });
-        input.push(BufferRequest::new("other", other, 2, vec![3]));
-        input
-    }
+    use super::super::testutil::pool_example as stem;
 
     #[test]
     fn an_overlap_is_kept_where_it_lowers_the_bound() {
-        let input = stem(512);
+        let input = stem(512, 4096);
         let live = analyze(&input).unwrap();
-        let none = vec![None; 3];
+        let none = vec![None; 4];
         let overlap_of = choose(&input, &live, &none).unwrap();
-        assert_eq!(overlap_of[1], Some((BufferId(0), -256)));
+        assert_eq!(overlap_of[2], Some((BufferId(1), -256)));
+        // One block cut in two: the pool's bytes (block 1) over the block's life, and
+        // the conv's other bytes (block 3), tied 1024 above, until the pool's step.
         let blocks = alias::merge(&input, &live, &none, &[], &overlap_of).unwrap();
-        assert_eq!(blocks.block_of, vec![0, 0, 1]);
-        assert_eq!(blocks.delta, vec![256, 0, 0]);
-        let merged = analyze(&blocks.input).unwrap();
-        assert_eq!(merged.lifetimes[0], Lifetime::new(0, 2));
-        assert_eq!(merged.lower_bound_bytes, 4096 + 256 + 512);
-        assert_eq!(live.lower_bound_bytes, 4096 + 1024);
+        assert_eq!(blocks.block_of, vec![0, 1, 1, 2]);
+        assert_eq!(blocks.delta, vec![0, 256, 0, 0]);
+        assert_eq!(blocks.ties, vec![(1, 3, 1024)]);
+        let merged = blocks.liveness().unwrap();
+        assert_eq!(merged.sizes, vec![512, 1024, 4096, 3328]);
+        assert_eq!(merged.lifetimes[1], Lifetime::new(1, 3));
+        assert_eq!(merged.lifetimes[3], Lifetime::new(1, 2));
+        assert_eq!(merged.tie(BufferId(3)), Some((BufferId(1), -1024)));
+        // 4352 at the conv and the pool, then 1024 + 4096 (the pool beside `other`),
+        // instead of 4096 + 1024 at the pool.
+        assert_eq!(merged.lower_bound_bytes, 5120);
+        assert_eq!(live.lower_bound_bytes, 5120);
+        let input = stem(512, 512);
+        let live = analyze(&input).unwrap();
+        let blocks = alias::merge(
+            &input,
+            &live,
+            &none,
+            &[],
+            &choose(&input, &live, &none).unwrap(),
+        );
+        assert_eq!(
+            blocks.unwrap().liveness().unwrap().lower_bound_bytes,
+            4096 + 256 + 512
+        );
     }
 
     #[test]
     fn an_overlap_that_raises_the_bound_or_is_illegal_is_dropped() {
-        let none = vec![None; 3];
+        let none = vec![None; 4];
         let chosen = |input: &PlanInput| {
             let live = analyze(input).unwrap();
-            choose(input, &live, &none).unwrap()[1]
+            choose(input, &live, &none).unwrap()[2]
         };
-        // The block holds the conv's bytes until the pool's reader, beside a big
-        // `other` there: 4352 + 4096 > 5120.
-        assert_eq!(chosen(&stem(4096)), None);
+        // The peak is the image beside the conv, which the overlap's block widens by
+        // the 256 bytes the pool starts below it.
+        assert_eq!(chosen(&stem(8192, 512)), None);
         // The conv is read again later, is a graph output, or is scratch.
-        let mut input = stem(512);
-        input.buffers[0].uses.push(2);
+        let mut input = stem(512, 512);
+        input.buffers[1].uses.push(3);
         assert_eq!(chosen(&input), None);
-        let mut input = stem(512);
-        input.buffers[0].live_to_end = true;
+        let mut input = stem(512, 512);
+        input.buffers[1].live_to_end = true;
+        assert_eq!(chosen(&input), None);
+        let mut input = stem(512, 512);
+        input.buffers[1].scratch = true;
+        input.buffers[1].uses.clear();
         assert_eq!(chosen(&input), None);
         // The planes do not match the sizes.
-        let mut input = stem(512);
-        input.buffers[1].size = 1000;
+        let mut input = stem(512, 512);
+        input.buffers[2].size = 1000;
         assert_eq!(chosen(&input), None);
+    }
+
+    /// A pool over a pool: only the first overlap of a chain is kept (its block is cut
+    /// once).
+    #[test]
+    fn a_chain_keeps_one_overlap() {
+        let mut input = stem(512, 512);
+        let order = PlaneOrder {
+            planes: 4,
+            in_plane: 256,
+            out_plane: 64,
+        };
+        input.buffers[3] = BufferRequest {
+            overlap_of: Some((BufferId(2), order)),
+            ..BufferRequest::new("pool2", 256, 3, vec![4])
+        };
+        let live = analyze(&input).unwrap();
+        let overlap_of = choose(&input, &live, &[None; 4]).unwrap();
+        assert_eq!(overlap_of[2].map(|o| o.0), Some(BufferId(1)));
+        assert_eq!(overlap_of[3], None);
     }
 }

@@ -7,8 +7,10 @@
 //! written over in place is read only before (the kernel reads each element before
 //! it writes it). A buffer placed as a slice of a Concat's output is not copied: the
 //! step writes its output's tag on the other bytes only, the slice must still hold its
-//! own tag after that, and then its bytes become the output's. Graph outputs must be
-//! intact after the last step.
+//! own tag after that, and then its bytes become the output's. A step whose output
+//! overlaps its input writes plane by plane, as the pooling kernel does: output plane
+//! `q`, then a read of input plane `q`, which must still hold the input's tag. Graph
+//! outputs must be intact after the last step.
 
 use super::{MemoryPlan, PlanInput};
 
@@ -45,6 +47,23 @@ pub fn simulate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), String> {
             }
             slices[p.index()].push(c);
             overwritten_at[c] = Some(input.buffers[p.index()].def);
+        }
+    }
+    // Per output overlapping its input: the input and the kernel's plane order.
+    let mut planes = vec![None; n];
+    for (y, o) in plan.overlap_of.iter().enumerate() {
+        if let Some((x, _)) = *o {
+            let Some((named, order)) = input.buffers[y].overlap_of else {
+                return Err(format!("`{}` has no plane order", input.buffers[y].name));
+            };
+            if named != x {
+                return Err(format!(
+                    "`{}` overlaps a buffer it does not read by planes",
+                    input.buffers[y].name
+                ));
+            }
+            planes[y] = Some((x.index(), order));
+            overwritten_at[x.index()] = Some(input.buffers[y].def);
         }
     }
     for i in 0..n {
@@ -84,6 +103,29 @@ pub fn simulate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), String> {
             check(&mem, i, &format!("step {step}, before its writes"))?;
         }
         for &i in &writes[step] {
+            if let Some((x, order)) = planes[i] {
+                for q in 0..order.planes {
+                    let y_at = plan.offsets[i] + q * order.out_plane;
+                    mem[y_at..y_at + order.out_plane].fill(tag(i));
+                    let x_at = plan.offsets[x] + q * order.in_plane;
+                    if let Some(k) = mem[x_at..x_at + order.in_plane]
+                        .iter()
+                        .position(|&t| t != tag(x))
+                    {
+                        let found = mem[x_at + k] as usize;
+                        let by = input
+                            .buffers
+                            .get(found.wrapping_sub(1))
+                            .map_or("nothing", |b| &b.name);
+                        return Err(format!(
+                            "step {step}, plane {q}: byte {} of `{}` holds `{by}`",
+                            q * order.in_plane + k,
+                            input.buffers[x].name,
+                        ));
+                    }
+                }
+                continue;
+            }
             let start = plan.offsets[i];
             let mut at = start;
             let mut kept: Vec<_> = slices[i].iter().map(|&c| bytes(c)).collect();
@@ -197,6 +239,30 @@ mod tests {
             simulate(&input, &moved)
                 .unwrap_err()
                 .contains("is not at byte 256")
+        );
+    }
+
+    #[test]
+    fn an_overlapped_step_writes_plane_by_plane_over_planes_already_read() {
+        let input = super::super::testutil::pool_example(512, 4096);
+        let good = plan(&input).unwrap();
+        assert_eq!(good.overlap(BufferId(2)), Some((BufferId(1), -256)));
+        simulate(&input, &good).unwrap();
+        // One alignment step closer: output plane 0 lands on input plane 0.
+        let mut closer = good.clone();
+        closer.offsets[2] += 64;
+        closer.overlap_of[2] = Some((BufferId(1), -192));
+        assert_eq!(
+            simulate(&input, &closer).unwrap_err(),
+            "step 2, plane 0: byte 0 of `conv` holds `pool`"
+        );
+        // The conv read again after the pool finds the pool's planes.
+        let mut late = input.clone();
+        late.buffers[1].uses.push(3);
+        assert!(
+            simulate(&late, &good)
+                .unwrap_err()
+                .contains("of `conv` holds `pool`")
         );
     }
 

@@ -277,3 +277,27 @@ pub fn concat_example(t_size: usize) -> PlanInput {
     input.push(BufferRequest::output("r", 256, 4));
     input
 }
+
+/// image (0) → conv (1: 4 planes of 1024 bytes) → pool (2: 4 planes of 256 bytes, a
+/// candidate to start inside conv) → read at 3 beside `other` (`other` bytes, 3..=4).
+/// Alignment 64. With the overlap the pool starts 256 bytes below the conv, and
+/// `other` fits in the conv's bytes above the pool once the pool's step is over.
+pub fn pool_example(image: usize, other: usize) -> PlanInput {
+    let mut input = PlanInput::new(5);
+    input.alignment = 64;
+    input.push(BufferRequest::new("image", image, 0, vec![1]));
+    let conv = input.push(BufferRequest::new("conv", 4 * 1024, 1, vec![2]));
+    input.push(BufferRequest {
+        overlap_of: Some((
+            conv,
+            super::PlaneOrder {
+                planes: 4,
+                in_plane: 1024,
+                out_plane: 256,
+            },
+        )),
+        ..BufferRequest::new("pool", 1024, 2, vec![3])
+    });
+    input.push(BufferRequest::new("other", other, 3, vec![4]));
+    input
+}

@@ -114,18 +114,15 @@ pub fn validate(input: &PlanInput, plan: &MemoryPlan) -> Result<(), PlanError> {
     // Aliases and overlaps first: of all the ways a plan can be wrong, they corrupt data.
     let mut occupied = check_aliases(input, plan, &lifetimes)?;
     let swept = check_slices(input, plan, &lifetimes, &sizes, &mut occupied)?;
-    let ranges = swept_ranges(plan, &swept);
-    check_no_overlap(input, &occupied, &lifetimes, &ranges)?;
+    let entries = sweep_entries(input, plan, &occupied, &swept)?;
+    check_no_overlap(input, &entries, &lifetimes)?;
     check_total("arena_bytes", plan.arena_bytes, max_end)?;
     check_total("naive_bytes", plan.naive_bytes, naive)?;
     let peak = peak_live_bytes(&lifetimes, &sizes);
     check_total("lower_bound_bytes", plan.lower_bound_bytes, peak)?;
-    let swept: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
-    let in_place_peak = if occupied == lifetimes && swept == sizes {
-        peak
-    } else {
-        peak_live_bytes(&occupied, &swept)
-    };
+    let (entry_lives, entry_sizes): (Vec<Lifetime>, Vec<usize>) =
+        entries.iter().map(|e| (e.life, e.bytes.len())).unzip();
+    let in_place_peak = peak_live_bytes(&entry_lives, &entry_sizes);
     check_total(
         "in_place_lower_bound_bytes",
         plan.in_place_lower_bound_bytes,
@@ -205,7 +202,9 @@ fn check_aliases(
         let distance = plan.offsets[y] as i128 - plan.offsets[x] as i128;
         let reason = match out.overlap_of {
             _ if x == y => Some("is the buffer itself".to_string()),
-            Some((named, _)) if named != id => Some("is not the input its step reads by planes".into()),
+            Some((named, _)) if named != id => {
+                Some("is not the input its step reads by planes".into())
+            }
             None => Some("is not an input its step reads by planes".into()),
             Some((_, order)) => {
                 if out.scratch || inp.scratch {
@@ -248,12 +247,27 @@ fn check_aliases(
     Ok(occupied)
 }
 
-/// The bytes each buffer holds in the overlap sweep: a slice none (its parent holds
-/// them); a buffer in a chain of in-place aliases and overlaps, the whole extent of the
-/// chain's members, so that at the step where an output starts inside its input, the
-/// input's bytes the output does not cover are still held (and, chain members being
-/// tiled in time, the in-place bound is the planner's block bound).
-fn swept_ranges(plan: &MemoryPlan, swept: &[usize]) -> Vec<std::ops::Range<usize>> {
+/// Bytes a buffer holds alone over some steps, for the overlap sweep.
+struct Entry {
+    buffer: usize,
+    life: Lifetime,
+    bytes: std::ops::Range<usize>,
+}
+
+/// What each buffer holds in the overlap sweep, over the steps it holds it alone
+/// (`occupied`). A slice holds nothing (its parent holds its bytes). A chain of
+/// in-place aliases with a segment overlap (at most one per chain) holds its whole
+/// extent up to the overlap's step, the output included at that step (the kernel
+/// reads the input there while it writes the output), and only the output's own bytes
+/// after it: so a third buffer on the input's bytes at the overlap's step overlaps,
+/// and the in-place bound is the planner's (its overlapped blocks are cut the same
+/// way). Anything else holds its own bytes.
+fn sweep_entries(
+    input: &PlanInput,
+    plan: &MemoryPlan,
+    occupied: &[Lifetime],
+    swept: &[usize],
+) -> Result<Vec<Entry>, PlanError> {
     let n = swept.len();
     let mut root: Vec<usize> = (0..n).collect();
     fn find(root: &mut [usize], mut i: usize) -> usize {
@@ -263,12 +277,26 @@ fn swept_ranges(plan: &MemoryPlan, swept: &[usize]) -> Vec<std::ops::Range<usize
         }
         i
     }
-    let pairs = plan.alias_of.iter().map(|a| a.map(|x| x.index()));
+    let aliases = plan.alias_of.iter().map(|a| a.map(|x| x.index()));
     let overlaps = plan.overlap_of.iter().map(|o| o.map(|(x, _)| x.index()));
-    for (y, x) in pairs.enumerate().chain(overlaps.enumerate()) {
+    for (y, x) in aliases.enumerate().chain(overlaps.enumerate()) {
         if let Some(x) = x {
             let (a, b) = (find(&mut root, x), find(&mut root, y));
             root[b] = a;
+        }
+    }
+    // Per chain: its overlap's output, and the extent of its members.
+    let mut overlap_in: Vec<Option<usize>> = vec![None; n];
+    for (y, o) in plan.overlap_of.iter().enumerate() {
+        if let Some((x, _)) = o {
+            let r = find(&mut root, y);
+            if overlap_in[r].replace(y).is_some() {
+                return Err(PlanError::BadOverlap {
+                    buffer: input.buffers[y].name.clone(),
+                    input: input.buffers[x.index()].name.clone(),
+                    reason: "is in a chain with another overlap".into(),
+                });
+            }
         }
     }
     let own = |i: usize| plan.offsets[i]..plan.offsets[i] + swept[i];
@@ -281,15 +309,32 @@ fn swept_ranges(plan: &MemoryPlan, swept: &[usize]) -> Vec<std::ops::Range<usize
             Some(x) => x.start.min(e.start)..x.end.max(e.end),
         });
     }
-    (0..n)
-        .map(|i| {
-            if swept[i] == 0 {
-                own(i)
-            } else {
-                extent[find(&mut root, i)].clone().unwrap_or_else(|| own(i))
+    let mut entries = Vec::with_capacity(n + 1);
+    for i in (0..n).filter(|&i| swept[i] > 0) {
+        let r = find(&mut root, i);
+        let entry = |life: Lifetime, bytes| Entry {
+            buffer: i,
+            life,
+            bytes,
+        };
+        let (Some(y), Some(ext)) = (overlap_in[r], extent[r].clone()) else {
+            entries.push(entry(occupied[i], own(i)));
+            continue;
+        };
+        let at = input.buffers[y].def;
+        let life = occupied[i];
+        if i == y {
+            entries.push(entry(Lifetime::new(at, at), ext));
+            if life.last > at {
+                entries.push(entry(Lifetime::new(at + 1, life.last), own(i)));
             }
-        })
-        .collect()
+        } else if life.last < at {
+            entries.push(entry(life, ext));
+        } else {
+            entries.push(entry(life, own(i)));
+        }
+    }
+    Ok(entries)
 }
 
 /// Re-checks every Concat slice of `plan` against the definitions: the request names
@@ -495,59 +540,65 @@ fn peak_live_bytes(lifetimes: &[Lifetime], sizes: &[usize]) -> usize {
 }
 
 /// Sweep over time in order of first step, keeping the byte ranges of the live
-/// buffers in a map keyed by offset. Live ranges are pairwise disjoint (else we
+/// entries in a map keyed by offset. Live ranges are pairwise disjoint (else we
 /// have already failed), so a new range can only hit its predecessor or its
-/// successor in the map. `lifetimes` are the steps each buffer occupies its bytes
-/// ([`check_aliases`]); errors name the buffers' `shown` lifetimes.
+/// successor in the map. Errors name the buffers and their `shown` lifetimes.
 fn check_no_overlap(
     input: &PlanInput,
-    lifetimes: &[Lifetime],
+    entries: &[Entry],
     shown: &[Lifetime],
-    ranges: &[std::ops::Range<usize>],
 ) -> Result<(), PlanError> {
-    let planned: Vec<usize> = (0..ranges.len())
-        .filter(|&i| !ranges[i].is_empty())
+    let planned: Vec<usize> = (0..entries.len())
+        .filter(|&e| !entries[e].bytes.is_empty())
         .collect();
     let mut by_first = planned.clone();
-    by_first.sort_unstable_by_key(|&i| (lifetimes[i].first, i));
+    by_first.sort_unstable_by_key(|&e| (entries[e].life.first, e));
     let mut by_last = planned;
-    by_last.sort_unstable_by_key(|&i| (lifetimes[i].last, i));
+    by_last.sort_unstable_by_key(|&e| (entries[e].life.last, e));
 
-    let (start, end) = (|i: usize| ranges[i].start, |i: usize| ranges[i].end);
-    let mut live: BTreeMap<usize, usize> = BTreeMap::new(); // offset -> buffer
+    let (start, end) = (
+        |e: usize| entries[e].bytes.start,
+        |e: usize| entries[e].bytes.end,
+    );
+    let mut live: BTreeMap<usize, usize> = BTreeMap::new(); // offset -> entry
     let mut dead = by_last.iter().peekable();
-    for &i in &by_first {
-        let now = lifetimes[i].first;
-        while let Some(&&j) = dead.peek() {
-            if lifetimes[j].last >= now {
+    for &e in &by_first {
+        let now = entries[e].life.first;
+        while let Some(&&f) = dead.peek() {
+            if entries[f].life.last >= now {
                 break;
             }
-            if live.get(&start(j)) == Some(&j) {
-                live.remove(&start(j));
+            if live.get(&start(f)) == Some(&f) {
+                live.remove(&start(f));
             }
             dead.next();
         }
-        let offset = start(i);
+        let offset = start(e);
         let below = live.range(..=offset).next_back();
         let above = live
             .range((Bound::Excluded(offset), Bound::Unbounded))
             .next();
-        for (&other_offset, &j) in below.into_iter().chain(above) {
-            if other_offset < end(i) && offset < end(j) {
-                let (a, b) = (i.min(j), i.max(j));
+        for (&other_offset, &f) in below.into_iter().chain(above) {
+            if other_offset < end(e) && offset < end(f) {
+                let (a, b) = if entries[e].buffer <= entries[f].buffer {
+                    (e, f)
+                } else {
+                    (f, e)
+                };
+                let (ba, bb) = (entries[a].buffer, entries[b].buffer);
                 return Err(PlanError::Overlap {
-                    a: input.buffers[a].name.clone(),
-                    a_life: shown[a],
+                    a: input.buffers[ba].name.clone(),
+                    a_life: shown[ba],
                     a_offset: start(a),
                     a_end: end(a),
-                    b: input.buffers[b].name.clone(),
-                    b_life: shown[b],
+                    b: input.buffers[bb].name.clone(),
+                    b_life: shown[bb],
                     b_offset: start(b),
                     b_end: end(b),
                 });
             }
         }
-        live.insert(offset, i);
+        live.insert(offset, e);
     }
     Ok(())
 }
@@ -968,5 +1019,74 @@ mod tests {
         p.slice_of[2] = Some((BufferId(3), 0));
         p.offsets[2] = p.offsets[3];
         assert!(slice_reason(validate(&input, &p)).contains("overlaps the slice"));
+    }
+
+    fn overlap_reason(result: Result<(), PlanError>) -> String {
+        match result {
+            Err(PlanError::BadOverlap { reason, .. }) => reason,
+            other => panic!("expected BadOverlap, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_an_overlap_and_the_freed_bytes_after_its_step() {
+        let input = super::super::testutil::pool_example(512, 4096);
+        let p = plan(&input).unwrap();
+        validate(&input, &p).unwrap();
+        assert_eq!(p.overlap_count(), 1);
+        assert_eq!(p.offsets[2] + 256, p.offsets[1]);
+        // `other` (3..=4) sits on conv bytes that the pool frees at step 2.
+        let conv = p.offsets[1]..p.offsets[1] + 4096;
+        assert!(conv.contains(&p.offsets[3]), "{p:?}");
+        assert_eq!((p.arena_bytes, p.in_place_lower_bound_bytes), (5120, 5120));
+        assert_eq!(p.lower_bound_bytes, 5120);
+    }
+
+    #[test]
+    fn rejects_illegal_overlaps() {
+        let input = super::super::testutil::pool_example(512, 4096);
+        let good = plan(&input).unwrap();
+        // One alignment step closer: output plane 1 lands on input plane 1 unread.
+        let mut closer = good.clone();
+        closer.offsets[2] += 64;
+        closer.overlap_of[2] = Some((BufferId(1), -192));
+        assert!(overlap_reason(validate(&input, &closer)).contains("not yet read"));
+        // The record and the offsets disagree.
+        let mut moved = good.clone();
+        moved.overlap_of[2] = Some((BufferId(1), -512));
+        assert!(overlap_reason(validate(&input, &moved)).contains("sits -256 bytes"));
+        // The request names no plane order, or another input.
+        let mut no_order = input.clone();
+        no_order.buffers[2].overlap_of = None;
+        assert!(overlap_reason(validate(&no_order, &good)).contains("not an input"));
+        // The conv is read after the pool, or is a graph output.
+        let mut late = input.clone();
+        late.buffers[1].uses.push(3);
+        let mut p = good.clone();
+        p.lifetimes[1] = Lifetime::new(1, 3);
+        assert!(overlap_reason(validate(&late, &p)).contains("lives over steps"));
+        // Sizes that do not split into the planes.
+        let mut planes = input.clone();
+        if let Some((_, order)) = &mut planes.buffers[2].overlap_of {
+            order.planes = 2;
+        }
+        assert!(overlap_reason(validate(&planes, &good)).contains("does not split"));
+    }
+
+    #[test]
+    fn a_buffer_on_the_inputs_bytes_at_the_overlaps_step_overlaps() {
+        // `other` written at the pool's step, on the conv's bytes above the pool:
+        // the kernel still reads them there (the pool's step holds them).
+        let input = super::super::testutil::pool_example(512, 4096);
+        let p = plan(&input).unwrap();
+        let mut early = input.clone();
+        early.buffers[3].def = 2;
+        let mut bad = p.clone();
+        bad.lifetimes[3] = Lifetime::new(2, 4);
+        let err = validate(&early, &bad).unwrap_err();
+        assert!(
+            matches!(&err, PlanError::Overlap { a, a_end: 4352, b, .. } if a == "pool" && b == "other"),
+            "{err:?}"
+        );
     }
 }

@@ -55,7 +55,8 @@ fn arb_input(max_steps: usize, max_buffers: usize) -> impl Strategy<Value = Plan
 /// scratch, and names some of its inputs as in-place candidates, legal or not (the
 /// input may be read later, differ in size, or be a graph output); some buffers are
 /// graph outputs, a few are written again later (accumulation), some are Concats of
-/// their inputs (each a slice candidate).
+/// their inputs (each a slice candidate), some pool their first input (an overlap
+/// candidate).
 fn arb_dag(max_steps: usize) -> impl Strategy<Value = PlanInput> {
     let step = (
         prop::collection::vec((0usize..100, 0u8..4), 1..4),
@@ -94,6 +95,27 @@ fn arb_dag(max_steps: usize) -> impl Strategy<Value = PlanInput> {
                     }
                     b.size = delta;
                 }
+                if *kind == 4 && s > 0 {
+                    // A pooling of its first read: planes of that buffer, each pooled
+                    // to a quarter, a half or the same size; an overlap candidate
+                    // (legal or not: the input may be read later, or be an output).
+                    let (pick, shrink) = reads[0];
+                    let back = if pick < 70 { 1 + pick % 3 } else { 1 + pick };
+                    let x = s - back.min(s);
+                    let in_size = input.buffers[x].size;
+                    let planes = if in_size % 4 == 0 { 4 } else { 1 };
+                    let in_plane = in_size / planes;
+                    let out_plane = (in_plane >> (shrink % 3)).max(1);
+                    b.size = planes * out_plane;
+                    b.overlap_of = Some((
+                        BufferId(x as u32),
+                        super::PlaneOrder {
+                            planes,
+                            in_plane,
+                            out_plane,
+                        },
+                    ));
+                }
                 if *kind == 1 && s > 0 {
                     // An accumulation: step s writes an earlier buffer again.
                     input.buffers[s / 2].uses.push(s);
@@ -124,7 +146,8 @@ fn check_plan(input: &PlanInput, plan: &MemoryPlan) -> Result<(), TestCaseError>
         input,
         &plan.offsets,
         &plan.alias_of,
-        &plan.slice_of
+        &plan.slice_of,
+        &plan.overlap_of
     ));
     prop_assert_eq!(simulate(input, plan), Ok(()));
     prop_assert_eq!(plan.lower_bound_bytes, brute_lower_bound(input));
@@ -132,7 +155,7 @@ fn check_plan(input: &PlanInput, plan: &MemoryPlan) -> Result<(), TestCaseError>
     prop_assert!(plan.in_place_lower_bound_bytes <= plan.lower_bound_bytes);
     prop_assert!(plan.arena_bytes >= plan.in_place_lower_bound_bytes);
     prop_assert!(plan.arena_bytes <= plan.naive_bytes);
-    if plan.in_place_count() == 0 && plan.slice_count() == 0 {
+    if plan.in_place_count() == 0 && plan.slice_count() == 0 && plan.overlap_count() == 0 {
         prop_assert!(brute_is_valid(input, &plan.offsets));
         prop_assert_eq!(plan.in_place_lower_bound_bytes, plan.lower_bound_bytes);
     }
@@ -221,6 +244,7 @@ proptest! {
         let n = plan.alias_of.len();
         // Slices are checked against brute force by `check_plan`; here, only aliases.
         plan.slice_of = vec![None; n];
+        plan.overlap_of = vec![None; n];
         for (slot, &a) in plan.alias_of.iter_mut().zip(&aliases) {
             if a < n && a % 3 == 0 {
                 *slot = Some(BufferId(a as u32));
@@ -245,7 +269,7 @@ proptest! {
         // the aliases themselves decide the verdict.
         plan.in_place_lower_bound_bytes = super::testutil::brute_in_place_bound(&input, &plan.alias_of);
         let verdict = validate(&input, &plan);
-        let brute = brute_is_valid_aliased(&input, &plan.offsets, &plan.alias_of, &plan.slice_of);
+        let brute = brute_is_valid_aliased(&input, &plan.offsets, &plan.alias_of, &plan.slice_of, &plan.overlap_of);
         prop_assert_eq!(verdict.is_ok(), brute, "{:?}", verdict);
         if verdict.is_ok() {
             prop_assert_eq!(simulate(&input, &plan), Ok(()));

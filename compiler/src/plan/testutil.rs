@@ -129,6 +129,7 @@ pub fn brute_is_valid_aliased(
     offsets: &[usize],
     alias_of: &[Option<BufferId>],
     slice_of: &[Option<(BufferId, usize)>],
+    overlap_of: &[Option<(BufferId, isize)>],
 ) -> bool {
     let lives = naive_lifetimes(input);
     let sizes = naive_sizes(input);
@@ -154,10 +155,49 @@ pub fn brute_is_valid_aliased(
             return false;
         }
     }
+    for (y, overlap) in overlap_of.iter().enumerate() {
+        let Some((x, delta)) = *overlap else { continue };
+        let xi = x.index();
+        if xi >= n || xi == y || taken[xi] || alias_of[y].is_some() {
+            return false;
+        }
+        taken[xi] = true;
+        let (bx, by) = (&input.buffers[xi], &input.buffers[y]);
+        let Some((named, order)) = by.overlap_of else {
+            return false;
+        };
+        let (p, pin, pout) = (order.planes, order.in_plane, order.out_plane);
+        // Output plane q must miss input planes q.. (the kernel writes plane q while
+        // it reads input plane q, and reads the later ones after).
+        let (ox, oy) = (offsets[xi], offsets[y]);
+        let planes_safe = (0..p).all(|q| {
+            (q..p).all(|r| {
+                let (ys, xs) = (oy + q * pout, ox + r * pin);
+                pout == 0 || pin == 0 || ys + pout <= xs || xs + pin <= ys
+            })
+        });
+        let legal = named == x
+            && !bx.scratch
+            && !by.scratch
+            && !bx.live_to_end
+            && p * pin == bx.size
+            && p * pout == by.size
+            && oy as isize - ox as isize == delta
+            && planes_safe
+            && lives[xi].first < by.def
+            && lives[xi].last == by.def;
+        if !legal {
+            return false;
+        }
+    }
     for (c, slice) in slice_of.iter().enumerate() {
         let Some((p, delta)) = *slice else { continue };
         let pi = p.index();
         if pi >= n || pi == c || taken[c] || alias_of[c].is_some() || alias_of[pi].is_some() {
+            return false;
+        }
+        let overlapping = |i: usize| overlap_of.get(i).copied().flatten().is_some();
+        if overlapping(c) {
             return false;
         }
         let (bc, bp) = (&input.buffers[c], &input.buffers[pi]);
@@ -179,8 +219,13 @@ pub fn brute_is_valid_aliased(
         let slice = |a: usize, b: usize| {
             slice_of.get(a).copied().flatten().map(|s| s.0) == Some(BufferId(b as u32))
         };
+        let overlaps = |a: usize, b: usize| {
+            overlap_of.get(a).copied().flatten().map(|o| o.0) == Some(BufferId(b as u32))
+        };
         alias_of.get(j).copied().flatten() == Some(BufferId(i as u32))
             || alias_of.get(i).copied().flatten() == Some(BufferId(j as u32))
+            || overlaps(i, j)
+            || overlaps(j, i)
             || slice(i, j)
             || slice(j, i)
     };

@@ -407,3 +407,45 @@ fn target_names() {
         "{e}"
     );
 }
+
+/// 1×1 conv (3→16, 32×32) → MaxPool 2×2 → 1×1 conv: the pool is the peak, and on the CPU
+/// its output starts inside the conv's (segment overlapping); the CUDA pool kernel
+/// writes all planes at once, so the CUDA plan has no overlap.
+#[test]
+fn overlaps_are_planned_for_the_cpu_only() {
+    let mut rng = common::Rng::new(3);
+    let model = Model::new(13)
+        .input("x", &[1, 3, 32, 32])
+        .init("c1.w", &[16, 3, 1, 1], rng.floats(48))
+        .init("c2.w", &[4, 16, 1, 1], rng.floats(64))
+        .node(
+            Node::new("Conv", &["x", "c1.w"], &["c1"])
+                .name("c1")
+                .ints("kernel_shape", &[1, 1]),
+        )
+        .node(
+            Node::new("MaxPool", &["c1"], &["p"])
+                .name("pool")
+                .ints("kernel_shape", &[2, 2])
+                .ints("strides", &[2, 2]),
+        )
+        .node(
+            Node::new("Conv", &["p", "c2.w"], &["out"])
+                .name("c2")
+                .ints("kernel_shape", &[1, 1]),
+        )
+        .output("out")
+        .bytes();
+    let cpu = compile_bytes(&model, "t.onnx", "t", &Options::default()).unwrap();
+    assert_eq!(cpu.plan.overlap_count(), 1);
+    assert!(cpu.plan.arena_bytes < cpu.plan.lower_bound_bytes);
+    assert!(cpu.code.contains("pool2d_overlapping"), "{}", cpu.code);
+    assert!(
+        cpu.code.contains("regions_overlapping(\"pool\""),
+        "{}",
+        cpu.code
+    );
+    let cuda = compile_cuda(&model, &cuda_opts()).unwrap();
+    assert_eq!(cuda.plan.overlap_count(), 0);
+    assert!(cuda.program.steps.iter().all(|s| s.overlap.is_none()));
+}

@@ -78,6 +78,17 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
             }
             None => kind,
         };
+        let kind = match plan.overlap_of.get(i).copied().flatten() {
+            Some((x, delta)) => {
+                let name = input
+                    .buffers
+                    .get(x.index())
+                    .map_or("?", |b| b.name.as_str());
+                let sep = if kind.is_empty() { "" } else { ", " };
+                format!("{kind}{sep}overlaps {name} at {delta}")
+            }
+            None => kind,
+        };
         table.row(vec![
             i.to_string(),
             buffer.name.clone(),
@@ -106,7 +117,10 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
         "lower bound".into(),
         format!("{}{peak}", bytes(plan.lower_bound_bytes)),
     ]);
-    let aliased = plan.strategies.iter().any(|t| t.in_place || t.slices);
+    let aliased = plan
+        .strategies
+        .iter()
+        .any(|t| t.in_place || t.slices || t.overlaps);
     if aliased {
         totals.row(vec![
             "lower bound in place".into(),
@@ -122,6 +136,11 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
         0 => in_place,
         1 => format!("{in_place}, 1 Concat input in place"),
         n => format!("{in_place}, {n} Concat inputs in place"),
+    };
+    let in_place = match plan.overlap_count() {
+        0 => in_place,
+        1 => format!("{in_place}, 1 output overlapping its input"),
+        n => format!("{in_place}, {n} outputs overlapping their input"),
     };
     totals.row(vec![
         "arena".into(),
@@ -153,22 +172,39 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
     out
 }
 
-/// Every strategy's arena: one column, or one per set of aliases tried (with Concat
-/// slices, in place, without aliases) when the plan had candidates.
+/// Every strategy's arena: one column, or one per set of aliases tried (in place,
+/// overlaps, Concat slices, down to none) when the plan had candidates.
 fn strategies_table(plan: &MemoryPlan) -> String {
-    // (header, with in-place aliases, with slices)
-    let mut columns: Vec<(&str, bool, bool)> = Vec::new();
-    if plan.strategies.iter().any(|t| t.slices) {
-        let in_place = plan.strategies.iter().any(|t| t.slices && t.in_place);
-        columns.push(("with slices", in_place, true));
+    // The sets tried, in order: (in place, slices, overlaps).
+    let mut columns: Vec<(bool, bool, bool)> = Vec::new();
+    for t in &plan.strategies {
+        let set = (t.in_place, t.slices, t.overlaps);
+        if !columns.contains(&set) {
+            columns.push(set);
+        }
     }
-    if plan.strategies.iter().any(|t| t.in_place && !t.slices) {
-        columns.push(("in place", true, false));
-    }
-    let aliased = !columns.is_empty();
-    columns.push((if aliased { "without aliases" } else { "" }, false, false));
+    let label = |(in_place, slices, overlaps): (bool, bool, bool)| {
+        let parts: Vec<&str> = [
+            (in_place, "in place"),
+            (overlaps, "overlaps"),
+            (slices, "slices"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if parts.is_empty() {
+            "without aliases".to_string()
+        } else {
+            parts.join(" + ")
+        }
+    };
+    let aliased = columns.iter().any(|&c| c != (false, false, false));
+    let labels: Vec<String> = columns
+        .iter()
+        .map(|&c| if aliased { label(c) } else { String::new() })
+        .collect();
     let mut headers = vec![("", Align::Left)];
-    headers.extend(columns.iter().map(|c| (c.0, Align::Right)));
+    headers.extend(labels.iter().map(|l| (l.as_str(), Align::Right)));
     headers.push(("", Align::Left));
     let mut table = Table::new(&headers);
     let mut names: Vec<&str> = Vec::new();
@@ -177,21 +213,22 @@ fn strategies_table(plan: &MemoryPlan) -> String {
             names.push(t.strategy);
         }
     }
-    let chosen = if !aliased {
-        "<- chosen"
-    } else if plan.slice_count() > 0 {
-        "<- chosen, with slices"
-    } else if plan.in_place_count() > 0 {
-        "<- chosen, in place"
+    let chosen = if aliased {
+        let set = (
+            plan.in_place_count() > 0,
+            plan.slice_count() > 0,
+            plan.overlap_count() > 0,
+        );
+        format!("<- chosen, {}", label(set))
     } else {
-        "<- chosen, without aliases"
+        "<- chosen".to_string()
     };
     for name in names {
-        let arena = |in_place: bool, slices: bool| {
+        let arena = |set: (bool, bool, bool)| {
             let t = plan
                 .strategies
                 .iter()
-                .find(|t| t.strategy == name && t.in_place == in_place && t.slices == slices);
+                .find(|t| t.strategy == name && (t.in_place, t.slices, t.overlaps) == set);
             match t.map(|t| t.arena_bytes) {
                 None => "-".to_string(),
                 Some(a) if a < 1024 => format!("{a} B"),
@@ -199,9 +236,9 @@ fn strategies_table(plan: &MemoryPlan) -> String {
             }
         };
         let mut row = vec![name.to_string()];
-        row.extend(columns.iter().map(|&(_, i, s)| arena(i, s)));
+        row.extend(columns.iter().map(|&c| arena(c)));
         row.push(if name == plan.strategy {
-            chosen.into()
+            chosen.clone()
         } else {
             String::new()
         });
@@ -221,8 +258,10 @@ fn strategies_table(plan: &MemoryPlan) -> String {
 /// [{name, offset, size, aligned_size, first, last}]`, with `"scratch": true` on scratch
 /// tensors, `"output": true` on live-to-end ones, `"alias_of": NAME` on tensors
 /// written in place over the tensor NAME, and `"alias_of": NAME, "alias_delta": BYTES`
-/// on tensors placed at byte BYTES of the Concat output NAME (slices); then `views: [{name, alias_of}]`, values
-/// that share a tensor's bytes without a step (reshapes).
+/// on tensors placed at byte BYTES of the Concat output NAME (slices), `"overlap_of":
+/// NAME, "overlap_delta": BYTES` on outputs placed BYTES (negative) from the input NAME
+/// they overlap; then `views: [{name, alias_of}]`, values that share a tensor's bytes
+/// without a step (reshapes).
 pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
     let tensors: Vec<Value> = input
         .buffers
@@ -253,6 +292,11 @@ pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
                 tensor["alias_of"] = json!(name);
                 tensor["alias_delta"] = json!(delta);
             }
+            if let Some((x, delta)) = plan.overlap_of.get(i).copied().flatten() {
+                let name = input.buffers.get(x.index()).map(|b| b.name.clone());
+                tensor["overlap_of"] = json!(name);
+                tensor["overlap_delta"] = json!(delta);
+            }
             tensor
         })
         .collect();
@@ -260,7 +304,7 @@ pub fn json_report(input: &PlanInput, plan: &MemoryPlan) -> Value {
         .strategies
         .iter()
         .map(
-            |t| json!({ "name": t.strategy, "in_place": t.in_place, "slices": t.slices, "arena_bytes": t.arena_bytes }),
+            |t| json!({ "name": t.strategy, "in_place": t.in_place, "slices": t.slices, "overlaps": t.overlaps, "arena_bytes": t.arena_bytes }),
         )
         .collect();
     let views: Vec<Value> = input
@@ -318,14 +362,14 @@ enum Align {
 
 /// A plain-text table with columns padded to their widest cell.
 struct Table {
-    headers: Vec<(&'static str, Align)>,
+    headers: Vec<(String, Align)>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    fn new(headers: &[(&'static str, Align)]) -> Self {
+    fn new(headers: &[(&str, Align)]) -> Self {
         Self {
-            headers: headers.to_vec(),
+            headers: headers.iter().map(|&(h, a)| (h.to_owned(), a)).collect(),
             rows: Vec::new(),
         }
     }
@@ -352,7 +396,7 @@ impl Table {
 
     fn line(&self, cells: &[String], widths: &[usize], out: &mut String) {
         let mut line = String::from("  ");
-        for (c, (&(_, align), &width)) in self.headers.iter().zip(widths).enumerate() {
+        for (c, ((_, align), &width)) in self.headers.iter().zip(widths).enumerate() {
             let cell = cells.get(c).map_or("", String::as_str);
             if c > 0 {
                 line.push_str("  ");
@@ -552,6 +596,21 @@ Strategies:
         let text = text_report(&input, &plan);
         assert!(text.contains("slice of P at +256"), "{text}");
         assert!(text.contains("2 Concat inputs in place"), "{text}");
-        assert!(text.contains("<- chosen, with slices"), "{text}");
+        assert!(text.contains("<- chosen, slices"), "{text}");
+    }
+
+    #[test]
+    fn overlaps_in_the_reports() {
+        let input = super::super::testutil::pool_example(512, 4096);
+        let plan = plan(&input).unwrap();
+        let json = json_report(&input, &plan);
+        assert_eq!(json["tensors"][2]["overlap_of"], "conv");
+        assert_eq!(json["tensors"][2]["overlap_delta"], -256);
+        assert_eq!(json["strategies"][0]["overlaps"], true);
+        let text = text_report(&input, &plan);
+        assert!(text.contains("overlaps conv at -256"), "{text}");
+        assert!(text.contains("1 output overlapping its input"), "{text}");
+        assert!(text.contains("<- chosen, overlaps"), "{text}");
+        assert!(text.contains("without aliases"), "{text}");
     }
 }

@@ -193,9 +193,12 @@ pub struct Transpose {
 }
 
 /// Widest block of output positions the convolution kernel unfolds at once: blocks
-/// are 48 positions wide (96 on AVX-512 CPUs), and a remainder narrower than a block
-/// joins the last one, so no block reaches twice the larger width.
-pub const CONV_MAX_BLOCK: usize = 2 * 96 - 1;
+/// are 48 positions wide with a remainder joining the last one (at most 95), or 96 on
+/// AVX-512 CPUs with the remainder on its own. Twice 96 would let the remainder join
+/// there too, but the conv scratch is planned at this width on every CPU, and it is
+/// part of the arena's peak on several models (AlexNet, Inception): halving it took
+/// AlexNet's arena from 0.83 to 0.63 of its liveness bound.
+pub const CONV_MAX_BLOCK: usize = 96;
 
 impl Conv2d {
     /// True when the convolution is a plain matrix product over the input as it lies

@@ -33,9 +33,9 @@
 //!    [`offsets::greedy_by_breadth`] (TFLite-GPU's offset planners),
 //!    [`pools::plan_pools`] (seed 000's colouring into pools laid end to end), and
 //!    [`improve::local_search`] (the better greedy order, improved by a bounded
-//!    local search), each with the in-place aliases, overlaps and slices, then with
-//!    fewer of them, down to none. The smallest arena wins; ties go to the earlier set
-//!    (more aliasing), then to the first in [`Strategy::ALL`].
+//!    local search), each with the in-place aliases and slices, with the aliases only,
+//!    both again with the overlaps, and without any alias. The smallest arena wins;
+//!    ties go to the earlier set, then to the first in [`Strategy::ALL`].
 //! 4. [`validate::validate`] — an independent checker run on every candidate.
 //! 5. [`report`] — a text table and a JSON document for humans and tools;
 //!    [`svg::svg`] — the arena as a picture (time × offset).
@@ -492,11 +492,11 @@ pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
     plan_with(input, Strategy::ALL)
 }
 
-/// Plans `input` with the given strategies, in order: first with every legal alias
-/// (in-place aliases, segment overlaps and Concat slices), then with fewer (overlaps
-/// without slices, in place with slices, in place only), then without any; the smallest
-/// arena wins and ties go to the earlier (so slices are kept when they cost nothing:
-/// the same arena, fewer copies). Every candidate goes through the validator: one that
+/// Plans `input` with the given strategies, in order: with the legal in-place aliases
+/// and Concat slices, with the aliases only, then both again with the legal segment
+/// overlaps, then without any alias; the smallest arena wins and ties go to the
+/// earlier (so slices are kept when they cost nothing: the same arena, fewer copies;
+/// and an overlap only where it makes the arena smaller). Every candidate goes through the validator: one that
 /// fails is a planner bug and is returned as [`PlanError::StrategyBug`].
 pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPlan, PlanError> {
     let live = liveness::analyze(input)?;
@@ -504,7 +504,7 @@ pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPla
     let alias_of = alias::choose(input, &live);
     let overlap_of = overlap::choose(input, &live, &alias_of)?;
     let mut sets: Vec<Aliases> = Vec::new();
-    for overlap_of in [overlap_of, none.overlap_of.clone()] {
+    for overlap_of in [none.overlap_of.clone(), overlap_of] {
         let slice_of = alias::choose_slices(input, &live, &alias_of, &overlap_of)?;
         for slice_of in [slice_of, none.slice_of.clone()] {
             let set = Aliases {

@@ -10,7 +10,9 @@
 //!
 //! Bias and the fused activation follow each GEMM on the columns it wrote, while they
 //! are still in cache. im2col blocks are narrow (48 positions, two of faer's 24-row
-//! AVX2 micro-tiles; 96 with AVX-512): the scratch stays small and in L2 between the
+//! AVX2 micro-tiles, the remainder joining the last block; 96 with AVX-512, the
+//! remainder a block of its own), never wider than [`CONV_MAX_BLOCK`], which sizes
+//! the scratch the compiler plans in the arena: it stays small and in L2 between the
 //! unfolding and the product, and faer multiplies such a compact block faster than a
 //! whole unfolded plane where the plane is wide (ResNet-50's 7×7 stem and 56×56 3×3
 //! layers: 63–67 against 51–56 GFLOP/s, measured interleaved on one Zen 3 core), and
@@ -127,21 +129,27 @@ fn block_cols(positions: usize) -> usize {
     #[cfg(not(target_arch = "x86_64"))]
     let wide = false;
     let block = if wide { 96 } else { 48 };
-    debug_assert!(2 * block - 1 <= CONV_MAX_BLOCK);
+    debug_assert!(block <= CONV_MAX_BLOCK);
     block.min(positions)
 }
 
-/// Splits `0..positions` into runs of `block`, the remainder joining the last run, so
-/// every run is narrower than `2 * block` and none is a sliver.
+/// Splits `0..positions` into runs of `block`; the remainder joins the last run where
+/// the joined run stays within [`CONV_MAX_BLOCK`] (no sliver on AVX2), else it is a
+/// run of its own (on AVX-512), so the scratch planned for [`CONV_MAX_BLOCK`] columns
+/// always suffices.
 fn blocks(positions: usize, block: usize) -> impl Iterator<Item = Range<usize>> {
-    let count = (positions / block).max(1);
+    let full = (positions / block).max(1);
+    let rest = positions - (full * block).min(positions);
+    let join = rest > 0 && block + rest <= CONV_MAX_BLOCK;
+    let count = if rest > 0 && !join { full + 1 } else { full };
     (0..count).map(move |i| {
+        let start = i * block;
         let end = if i + 1 == count {
             positions
         } else {
-            (i + 1) * block
+            start + block
         };
-        i * block..end
+        start..end
     })
 }
 
@@ -350,4 +358,26 @@ fn depthwise_interior(
 fn lanes<const S: usize>(src: &[f32], at: usize) -> [f32; LANES] {
     let from = &src[at..at + (LANES - 1) * S + 1];
     std::array::from_fn(|l| from[l * S])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CONV_MAX_BLOCK, blocks};
+
+    /// Blocks tile the positions in order, never wider than the planned scratch, and
+    /// only the AVX-512 width leaves a remainder narrower than a block.
+    #[test]
+    fn blocks_tile_the_positions_within_the_scratch() {
+        for block in [48, 96] {
+            for positions in block..600 {
+                let runs: Vec<_> = blocks(positions, block).collect();
+                assert_eq!(runs.first().map(|r| r.start), Some(0));
+                assert_eq!(runs.last().map(|r| r.end), Some(positions));
+                assert!(runs.windows(2).all(|w| w[0].end == w[1].start));
+                assert!(runs.iter().all(|r| r.len() <= CONV_MAX_BLOCK), "{runs:?}");
+                let narrow = runs.iter().filter(|r| r.len() < block).count();
+                assert_eq!(narrow, usize::from(block == 96 && positions % 96 != 0));
+            }
+        }
+    }
 }

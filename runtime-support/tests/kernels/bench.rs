@@ -203,6 +203,22 @@ fn bench_other_kernels() {
         "maxpool 64x112x112 3x3 s2",
         time(|| pool2d(&maxpool, &x[..64 * 112 * 112], &mut y[..64 * 56 * 56])),
     );
+    // The same pool with its output starting one output plane below its input (the
+    // planner's segment overlap). Runs after the first pool over what the previous
+    // run left: the values do not change the work.
+    let (x_len, y_len) = (64 * 112 * 112, 64 * 56 * 56);
+    let mut arena = kiln_runtime::Arena::new((x_len + 56 * 56) * 4);
+    let y_at = 0;
+    let x_at = 56 * 56;
+    report(
+        "maxpool overlapped (same shape)",
+        time(|| {
+            let xy = arena
+                .regions_overlapping("pool", (y_at * 4, y_len), (x_at * 4, x_len), 64)
+                .expect("a safe overlap");
+            pool2d_overlapping(&maxpool, xy);
+        }),
+    );
     let dw = Conv2d {
         n: 1,
         c_in: 144,

@@ -61,12 +61,15 @@ pub fn svg(input: &PlanInput, plan: &MemoryPlan) -> String {
     // An input written over in place hands its bytes to the output at the step that
     // writes it: its rectangle ends where the output's begins.
     let mut overwritten = vec![false; input.buffers.len()];
-    for x in plan.alias_of.iter().flatten() {
+    let overlapped = plan.overlap_of.iter().flatten().map(|(x, _)| x);
+    for x in plan.alias_of.iter().flatten().chain(overlapped) {
         if let Some(slot) = overwritten.get_mut(x.index()) {
             *slot = true;
         }
     }
-    // So does a Concat input placed in the Concat's output (a slice).
+    // So does an input a pooling output overlaps (the planes it reads there are the
+    // ones the output has not reached), and a Concat input placed in the Concat's
+    // output (a slice).
     for (c, s) in plan.slice_of.iter().enumerate() {
         if let (Some(_), Some(slot)) = (s, overwritten.get_mut(c)) {
             *slot = true;

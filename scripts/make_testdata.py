@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes testdata/ at the repository root: the nine ONNX model-zoo "light" models shipped
 inside the onnx wheel (onnx/backend/test/data/light/), their inputs and expected outputs,
-and a copy of each with seeded random weights plus onnxruntime reference outputs.
+and a copy of each with seeded random weights plus onnxruntime reference outputs; and
+small synthetic models (SYNTHETIC) that exercise one compiler feature each, with
+onnxruntime reference outputs.
 
 Python is used ONLY to produce test data and reference outputs. Run it with the project's
 virtual environment (scripts/setup-python.sh creates it):
@@ -45,6 +47,9 @@ MODELS = {
     "vgg19": "light_vgg19",
     "zfnet512": "light_zfnet512",
 }
+
+# testdata folder name -> a docstring'd function returning the model (see make_synthetic).
+SYNTHETIC = {}  # filled below the model functions
 
 ONNX_TEST_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data"
 LIGHT_DIR = ONNX_TEST_DIR / "light"
@@ -150,6 +155,11 @@ meta.json
     and the versions of the Python packages used.
 
 Tolerances: {tolerance}
+
+Synthetic models ({synthetic}): one folder each with model.onnx (opset 13, IR 8, seeded
+random float32 initializers), input_0.npy (i.i.d. N(0, 1) float32), expected_0.npy
+(onnxruntime, as for random_expected_*.npy) and meta.json. What each model is for:
+{synthetic_docs}
 
 Do not use onnx.reference.ReferenceEvaluator (onnx {onnx_version}) as a second oracle for
 these opset-9 models: its LRN loops over the batch dimension instead of the channels,
@@ -563,6 +573,107 @@ def make_random_model(
 
 
 # ----------------------------------------------------------------------------------------
+# synthetic models
+
+
+def two_branches() -> onnx.ModelProto:
+    """two_branches: x [1,8,32,32] -> Conv 3x3 + Relu (stem, 16 channels); two parallel
+    branches from the stem, each a big tensor of 64 channels at 32x32 (256 KiB: b1 a 1x1
+    Conv + Relu, b2 a 3x3 Conv + Relu) reduced to a small one (c1 a 1x1 Conv of stride 2
+    to 8 channels, c2 a 2x2 MaxPool), then Concat (72 channels at 16x16) and a 1x1 Conv
+    to y [1,10,16,16]. The file lists b1, b2, c1, c2: in that order both big tensors are
+    live at once; Kiln's memory-aware schedule runs b1, c1, b2, c2 and plans a smaller
+    arena (tests/tests/zoo.rs checks that it kept that schedule and matches onnxruntime)."""
+    rng = np.random.default_rng(model_seed("two_branches"))
+
+    def conv_w(name: str, o: int, i: int, k: int):
+        w = rng.standard_normal((o, i, k, k), dtype=np.float32)
+        return numpy_helper.from_array(w * np.float32(np.sqrt(2.0 / (i * k * k))), name)
+
+    def bias(name: str, o: int):
+        b = rng.standard_normal(o, dtype=np.float32)
+        return numpy_helper.from_array(b * np.float32(0.1), name)
+
+    mk = helper.make_node
+    inits = [
+        conv_w("stem.w", 16, 8, 3), bias("stem.b", 16),
+        conv_w("b1.w", 64, 16, 1), bias("b1.b", 64),
+        conv_w("b2.w", 64, 16, 3), bias("b2.b", 64),
+        conv_w("c1.w", 8, 64, 1), bias("c1.b", 8),
+        conv_w("head.w", 10, 72, 1), bias("head.b", 10),
+    ]
+    nodes = [
+        mk("Conv", ["x", "stem.w", "stem.b"], ["stem"], name="stem", pads=[1, 1, 1, 1]),
+        mk("Relu", ["stem"], ["a"], name="a"),
+        mk("Conv", ["a", "b1.w", "b1.b"], ["b1.conv"], name="b1.conv"),
+        mk("Relu", ["b1.conv"], ["b1"], name="b1"),
+        mk("Conv", ["a", "b2.w", "b2.b"], ["b2.conv"], name="b2.conv", pads=[1, 1, 1, 1]),
+        mk("Relu", ["b2.conv"], ["b2"], name="b2"),
+        mk("Conv", ["b1", "c1.w", "c1.b"], ["c1"], name="c1", strides=[2, 2]),
+        mk("MaxPool", ["b2"], ["c2"], name="c2", kernel_shape=[2, 2], strides=[2, 2]),
+        mk("Concat", ["c1", "c2"], ["cat"], name="cat", axis=1),
+        mk("Conv", ["cat", "head.w", "head.b"], ["y"], name="head"),
+    ]
+    f = onnx.TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes,
+        "two_branches",
+        [helper.make_tensor_value_info("x", f, [1, 8, 32, 32])],
+        [helper.make_tensor_value_info("y", f, [1, 10, 16, 16])],
+        inits,
+    )
+    return helper.make_model(
+        graph,
+        producer_name="kiln make_testdata.py",
+        opset_imports=[helper.make_opsetid("", 13)],
+        ir_version=8,
+    )
+
+
+SYNTHETIC.update({"two_branches": two_branches})
+
+
+def make_synthetic(name: str, out_root: Path, force: bool) -> str:
+    """Writes model.onnx, input_0.npy, expected_0.npy (onnxruntime) and meta.json."""
+    folder = out_root / name
+    if not force and up_to_date(folder):
+        return f"{name:13s} up to date (v{GENERATOR_VERSION})"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta.json").unlink(missing_ok=True)
+    model = SYNTHETIC[name]()
+    onnx.checker.check_model(model, full_check=True)
+    raw = model.SerializeToString()
+    write_atomic(folder / "model.onnx", raw)
+    (x_vi,) = model.graph.input
+    shape = [d.dim_value for d in x_vi.type.tensor_type.shape.dim]
+    x = np.random.default_rng([model_seed(name), 1]).standard_normal(shape, dtype=np.float32)
+    save_npy(folder / "input_0.npy", x)
+    outs = ort_session(raw).run(None, {x_vi.name: x})
+    for i, o in enumerate(outs):
+        if not np.isfinite(o).all() or float(np.ptp(o)) == 0.0:
+            raise RuntimeError(f"{name}: output {i} is not finite or constant")
+        save_npy(folder / f"expected_{i}.npy", o)
+    meta = {
+        "generator_version": GENERATOR_VERSION,
+        "source": f"scripts/make_testdata.py: {SYNTHETIC[name].__name__}()",
+        "description": " ".join(SYNTHETIC[name].__doc__.split()),
+        "input_name": x_vi.name,
+        "input_shape": shape,
+        "output_names": [o.name for o in model.graph.output],
+        "output_shapes": [list(o.shape) for o in outs],
+        "files": {
+            "model": "model.onnx",
+            "input": ["input_0.npy"],
+            "expected": [f"expected_{i}.npy" for i in range(len(outs))],
+        },
+        "versions": versions(),
+    }
+    write_atomic(folder / "meta.json", (json.dumps(meta, indent=2) + "\n").encode())
+    y_max = float(np.max(np.abs(outs[0])))
+    return f"{name:13s} built: input {x_vi.name} {shape}, max|output 0| {y_max:.4g}"
+
+
+# ----------------------------------------------------------------------------------------
 # one model
 
 
@@ -738,7 +849,9 @@ def main() -> int:
     root = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=root / "testdata", help="default: testdata/")
-    ap.add_argument("--only", nargs="+", choices=sorted(MODELS), help="build only these")
+    ap.add_argument(
+        "--only", nargs="+", choices=sorted([*MODELS, *SYNTHETIC]), help="build only these"
+    )
     ap.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = ap.parse_args()
 
@@ -754,14 +867,19 @@ def main() -> int:
         folders=", ".join(MODELS),
         atol=SELF_CHECK_ATOL,
         tolerance=TOLERANCE_NOTE,
+        synthetic=", ".join(SYNTHETIC),
+        synthetic_docs="\n".join(f.__doc__ for f in SYNTHETIC.values()),
     )
     if not (args.out / "README").is_file() or (args.out / "README").read_text() != readme:
         write_atomic(args.out / "README", readme.encode())
 
     t0 = time.perf_counter()
-    for name in args.only or MODELS:
+    for name in args.only or [*MODELS, *SYNTHETIC]:
         try:
-            log(make_model(name, MODELS[name], args.out, args.force))
+            if name in SYNTHETIC:
+                log(make_synthetic(name, args.out, args.force))
+            else:
+                log(make_model(name, MODELS[name], args.out, args.force))
         except Exception as e:  # noqa: BLE001 -- report which model, then fail
             traceback.print_exc()
             print(f"make_testdata.py: {name}: {type(e).__name__}: {e}", file=sys.stderr)

@@ -313,31 +313,42 @@ mod tests {
         }
     }
 
+    /// A copy step: scheduling and planning look only at operands.
+    fn step(
+        node: String,
+        inputs: Vec<Operand>,
+        output: BufferId,
+        scratch: Option<BufferId>,
+    ) -> Step {
+        Step {
+            node,
+            op_type: "Test",
+            kernel: Kernel::Copy,
+            inputs,
+            output,
+            scratch,
+            in_place: Vec::new(),
+            overlap: None,
+        }
+    }
+
     /// A program over buffers of `lens` elements and graph input 0; `steps` are
-    /// (buffers read, buffer written), `outputs` the graph outputs. Kernels are
-    /// copies: scheduling and planning look only at operands.
+    /// (buffers read, buffer written), `outputs` the graph outputs.
     fn program(lens: &[usize], steps: &[(&[u32], u32)], outputs: &[u32]) -> Program {
         Program {
             name: "test".into(),
             steps: steps
                 .iter()
                 .enumerate()
-                .map(|(i, (reads, out))| Step {
-                    node: format!("s{i}"),
-                    op_type: "Test",
-                    kernel: Kernel::Copy,
-                    inputs: if reads.is_empty() {
-                        vec![Operand::Input(0)]
-                    } else {
-                        reads
+                .map(|(i, (reads, out))| {
+                    let inputs = match reads {
+                        [] => vec![Operand::Input(0)],
+                        _ => reads
                             .iter()
                             .map(|&b| Operand::Buffer(BufferId(b)))
-                            .collect()
-                    },
-                    output: BufferId(*out),
-                    scratch: None,
-                    in_place: Vec::new(),
-                    overlap: None,
+                            .collect(),
+                    };
+                    step(format!("s{i}"), inputs, BufferId(*out), None)
                 })
                 .collect(),
             buffers: lens
@@ -493,14 +504,14 @@ mod tests {
     /// input), and either writes a new buffer or accumulates into an earlier one; some
     /// have scratch, some buffers are graph outputs.
     fn arb_program() -> impl Strategy<Value = Program> {
-        let step = (
+        let one = (
             prop::collection::vec(any::<prop::sample::Index>(), 0..4),
             prop::option::weighted(0.2, any::<prop::sample::Index>()),
             any::<bool>(),
             prop::sample::select(vec![1usize, 16, 100, 4096]),
             0u8..8,
         );
-        prop::collection::vec(step, 1..40).prop_map(|steps| {
+        prop::collection::vec(one, 1..40).prop_map(|steps| {
             let mut p = program(&[], &[], &[]);
             for (i, (reads, accumulate, scratch, len, kind)) in steps.into_iter().enumerate() {
                 let written: Vec<BufferId> = p.steps.iter().map(|s| s.output).collect();
@@ -530,16 +541,7 @@ mod tests {
                 if kind == 0 && !p.outputs.iter().any(|(_, b)| *b == output) {
                     p.outputs.push((io("y"), output));
                 }
-                p.steps.push(Step {
-                    node: format!("n{i}"),
-                    op_type: "Test",
-                    kernel: Kernel::Copy,
-                    inputs,
-                    output,
-                    scratch,
-                    in_place: Vec::new(),
-                    overlap: None,
-                });
+                p.steps.push(step(format!("n{i}"), inputs, output, scratch));
             }
             p
         })

@@ -405,7 +405,7 @@ mod tests {
         for (px, py, planes) in [(9, 4, 3), (4, 4, 5), (3, 5, 4), (1, 1, 1), (6, 2, 1)] {
             for x_at in 0..12 {
                 for y_at in 0..40 {
-                    let mut mem = vec![0u8; 80];
+                    let mut mem = [0u8; 80];
                     mem[x_at..x_at + planes * px].fill(1);
                     let mut clean = true;
                     // Pooling fills its output plane, then reads the input plane.

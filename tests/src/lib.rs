@@ -19,6 +19,8 @@ pub struct ZooModel {
     /// The bound with the plan's in-place aliases (at most `lower_bound_bytes`).
     pub in_place_lower_bound_bytes: usize,
     pub naive_bytes: usize,
+    /// The step order Kiln kept: `file order` or `memory-aware`.
+    pub schedule: &'static str,
     pub inputs: &'static [kiln_runtime::TensorInfo],
     pub outputs: &'static [kiln_runtime::TensorInfo],
     /// Path of its weights file.

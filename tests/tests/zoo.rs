@@ -4,6 +4,9 @@
 //! - `random.onnx` (seeded random weights, scaled by fan-in) against onnxruntime, on
 //!   the softmax output and on the logits before it.
 //!
+//! - `two_branches` (made by `make_testdata.py`) against onnxruntime: a model whose
+//!   memory-aware schedule Kiln keeps.
+//!
 //! Tolerances: ONNX's backend test uses rtol 1e-3, atol 1e-7 for these models; we use
 //! rtol 1e-3, atol 1e-6 there. Against onnxruntime, a float32 implementation that sums
 //! in another order: logits within 1e-3 · max(1, max|ref|), probabilities within 1e-4.
@@ -86,6 +89,18 @@ macro_rules! zoo_tests {
     };
 }
 
+/// Two parallel branches the file lists breadth-first: Kiln runs them one after the
+/// other (a smaller arena) and still matches onnxruntime, within 1e-4 + 1e-3 · |ref|
+/// (sums of up to 144 products in another order; |y| is at most about 10).
+#[test]
+fn two_branches() {
+    let model = find("two_branches");
+    assert_eq!(model.schedule, "memory-aware");
+    run_and_compare(model, "input_0.npy", &["expected_0.npy"], |_, _| {
+        (1e-4, 1e-3)
+    });
+}
+
 zoo_tests!(
     alexnet,
     densenet121,
@@ -107,8 +122,8 @@ fn arena_between_lower_bound_and_naive() {
     kiln_tests::require_testdata();
     assert_eq!(
         kiln_tests::zoo::MODELS.len(),
-        18,
-        "every model and its random variant"
+        19,
+        "every model and its random variant, and two_branches"
     );
     for m in kiln_tests::zoo::MODELS {
         assert!(

@@ -103,7 +103,7 @@ fn arb_dag(max_steps: usize) -> impl Strategy<Value = PlanInput> {
                     let back = if pick < 70 { 1 + pick % 3 } else { 1 + pick };
                     let x = s - back.min(s);
                     let in_size = input.buffers[x].size;
-                    let planes = if in_size % 4 == 0 { 4 } else { 1 };
+                    let planes = if in_size.is_multiple_of(4) { 4 } else { 1 };
                     let in_plane = in_size / planes;
                     let out_plane = (in_plane >> (shrink % 3)).max(1);
                     b.size = planes * out_plane;

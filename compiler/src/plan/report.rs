@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::{MemoryPlan, PlanInput};
+use super::{BufferId, MemoryPlan, PlanInput};
 
 /// A table of buffers (name, size, offset, end, live steps, kind, writer), then
 /// the totals: naive bytes, lower bound, the bound with in-place aliases (when there
@@ -49,46 +49,24 @@ pub fn text_report(input: &PlanInput, plan: &MemoryPlan) -> String {
             .lifetimes
             .get(i)
             .map_or_else(|| "?".to_string(), |l| format!("{}..{}", l.first, l.last));
-        let kind = if buffer.scratch {
-            "scratch".to_string()
+        let name_of = |x: BufferId| input.buffers.get(x.index()).map_or("?", |b| &b.name);
+        let id = BufferId(i as u32);
+        let mut kinds: Vec<String> = Vec::new();
+        if buffer.scratch {
+            kinds.push("scratch".into());
         } else if buffer.live_to_end {
-            "output".to_string()
-        } else {
-            String::new()
-        };
-        let kind = match plan.slice_of.get(i).copied().flatten() {
-            Some((x, delta)) => {
-                let name = input
-                    .buffers
-                    .get(x.index())
-                    .map_or("?", |b| b.name.as_str());
-                let sep = if kind.is_empty() { "" } else { ", " };
-                format!("{kind}{sep}slice of {name} at +{delta}")
-            }
-            None => kind,
-        };
-        let kind = match plan.alias_of.get(i).copied().flatten() {
-            Some(x) => {
-                let name = input
-                    .buffers
-                    .get(x.index())
-                    .map_or("?", |b| b.name.as_str());
-                let sep = if kind.is_empty() { "" } else { ", " };
-                format!("{kind}{sep}in place of {name}")
-            }
-            None => kind,
-        };
-        let kind = match plan.overlap_of.get(i).copied().flatten() {
-            Some((x, delta)) => {
-                let name = input
-                    .buffers
-                    .get(x.index())
-                    .map_or("?", |b| b.name.as_str());
-                let sep = if kind.is_empty() { "" } else { ", " };
-                format!("{kind}{sep}overlaps {name} at {delta}")
-            }
-            None => kind,
-        };
+            kinds.push("output".into());
+        }
+        if let Some((x, delta)) = plan.slice(id) {
+            kinds.push(format!("slice of {} at +{delta}", name_of(x)));
+        }
+        if let Some(x) = plan.alias(id) {
+            kinds.push(format!("in place of {}", name_of(x)));
+        }
+        if let Some((x, delta)) = plan.overlap(id) {
+            kinds.push(format!("overlaps {} at {delta}", name_of(x)));
+        }
+        let kind = kinds.join(", ");
         table.row(vec![
             i.to_string(),
             buffer.name.clone(),

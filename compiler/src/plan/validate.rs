@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::{Lifetime, MemoryPlan, PlanError, PlanInput};
+use super::{BufferRequest, Lifetime, MemoryPlan, PlanError, PlanInput};
 
 /// Checks that `plan` is a correct plan for `input`:
 ///
@@ -142,29 +142,49 @@ fn check_aliases(
 ) -> Result<Vec<Lifetime>, PlanError> {
     let mut occupied = lifetimes.to_vec();
     let mut taken = vec![false; input.buffers.len()];
-    for (y, alias) in plan.alias_of.iter().enumerate() {
-        let Some(id) = *alias else { continue };
+    // (output, input, the overlap's distance or None for an in-place alias)
+    let in_place = plan.alias_of.iter().enumerate();
+    let in_place = in_place.filter_map(|(y, a)| a.map(|x| (y, x, None)));
+    let overlaps = plan.overlap_of.iter().enumerate();
+    let overlaps = overlaps.filter_map(|(y, o)| o.map(|(x, d)| (y, x, Some(d))));
+    for (y, id, overlap) in in_place.chain(overlaps) {
         let out = &input.buffers[y];
-        let bad = |input_name: String, reason: String| PlanError::BadAlias {
-            buffer: out.name.clone(),
-            input: input_name,
-            reason,
+        let bad = |input: String, reason: String| {
+            let buffer = out.name.clone();
+            match overlap {
+                None => PlanError::BadAlias {
+                    buffer,
+                    input,
+                    reason,
+                },
+                Some(_) => PlanError::BadOverlap {
+                    buffer,
+                    input,
+                    reason,
+                },
+            }
         };
         let Some(inp) = input.buffers.get(id.index()) else {
             return Err(bad(id.to_string(), "does not exist".into()));
         };
         let x = id.index();
-        let (life, offsets) = (lifetimes[x], (plan.offsets[x], plan.offsets[y]));
+        let life = lifetimes[x];
+        // The request must name the input; then the rules both kinds share, then each
+        // kind's own.
+        let named = match overlap {
+            None => out.in_place_of.contains(&id),
+            Some(_) => out.overlap_of.is_some_and(|(named, _)| named == id),
+        };
         let reason = if x == y {
             Some("is the buffer itself".to_string())
-        } else if !out.in_place_of.contains(&id) {
+        } else if !named && overlap.is_none() {
             Some("is not an input its step may overwrite".into())
+        } else if !named {
+            Some("is not an input its step reads by planes".into())
         } else if out.scratch || inp.scratch {
-            Some("is kernel scratch, or is overwritten by it".into())
+            Some("is kernel scratch, or is written over by it".into())
         } else if inp.live_to_end {
             Some("is a graph output".into())
-        } else if inp.size != out.size {
-            Some(format!("holds {} bytes, not {}", inp.size, out.size))
         } else if life.first >= out.def || life.last != out.def {
             Some(format!(
                 "lives over steps {life}, not up to step {} that writes it",
@@ -172,10 +192,11 @@ fn check_aliases(
             ))
         } else if taken[x] {
             Some("another buffer is also written over".into())
-        } else if offsets.0 != offsets.1 {
-            Some(format!("sits at offset {}, not {}", offsets.0, offsets.1))
         } else {
-            None
+            match overlap {
+                None => in_place_reason(plan, out, inp, (x, y)),
+                Some(delta) => overlap_reason(plan, out, inp, (x, y), delta),
+            }
         };
         if let Some(reason) = reason {
             return Err(bad(inp.name.clone(), reason));
@@ -184,67 +205,60 @@ fn check_aliases(
         // first < def == last, so this stays a non-empty range.
         occupied[x].last -= 1;
     }
-    for (y, overlap) in plan.overlap_of.iter().enumerate() {
-        let Some((id, delta)) = *overlap else {
-            continue;
-        };
-        let out = &input.buffers[y];
-        let bad = |input_name: String, reason: String| PlanError::BadOverlap {
-            buffer: out.name.clone(),
-            input: input_name,
-            reason,
-        };
-        let Some(inp) = input.buffers.get(id.index()) else {
-            return Err(bad(id.to_string(), "does not exist".into()));
-        };
-        let x = id.index();
-        let life = lifetimes[x];
-        let distance = plan.offsets[y] as i128 - plan.offsets[x] as i128;
-        let reason = match out.overlap_of {
-            _ if x == y => Some("is the buffer itself".to_string()),
-            Some((named, _)) if named != id => {
-                Some("is not the input its step reads by planes".into())
-            }
-            None => Some("is not an input its step reads by planes".into()),
-            Some((_, order)) => {
-                if out.scratch || inp.scratch {
-                    Some("is kernel scratch, or is overlapped by it".into())
-                } else if inp.live_to_end {
-                    Some("is a graph output".into())
-                } else if plan.alias_of[y].is_some() {
-                    Some("is also written in place over a buffer".into())
-                } else if life.first >= out.def || life.last != out.def {
-                    Some(format!(
-                        "lives over steps {life}, not up to step {} that writes it",
-                        out.def
-                    ))
-                } else if taken[x] {
-                    Some("another buffer is also written over".into())
-                } else if order.planes.checked_mul(order.in_plane) != Some(inp.size)
-                    || order.planes.checked_mul(order.out_plane) != Some(out.size)
-                {
-                    Some(format!(
-                        "does not split into {} planes of {} and {} bytes",
-                        order.planes, order.in_plane, order.out_plane
-                    ))
-                } else if distance != delta as i128 {
-                    Some(format!("sits {distance} bytes from it, not {delta}"))
-                } else if !order.is_safe(delta) {
-                    Some(format!(
-                        "at {delta} bytes, an output plane lands on an input plane not yet read"
-                    ))
-                } else {
-                    None
-                }
-            }
-        };
-        if let Some(reason) = reason {
-            return Err(bad(inp.name.clone(), reason));
-        }
-        taken[x] = true;
-        occupied[x].last -= 1;
-    }
     Ok(occupied)
+}
+
+/// Why `out` may not be written in place over `inp`, if it may not.
+fn in_place_reason(
+    plan: &MemoryPlan,
+    out: &BufferRequest,
+    inp: &BufferRequest,
+    (x, y): (usize, usize),
+) -> Option<String> {
+    if inp.size != out.size {
+        Some(format!("holds {} bytes, not {}", inp.size, out.size))
+    } else if plan.offsets[x] != plan.offsets[y] {
+        Some(format!(
+            "sits at offset {}, not {}",
+            plan.offsets[x], plan.offsets[y]
+        ))
+    } else {
+        None
+    }
+}
+
+/// Why `out` may not start `delta` bytes from `inp`, if it may not: the sizes must split
+/// into the kernel's planes, and at that distance no output plane may land on an
+/// input plane not yet read.
+fn overlap_reason(
+    plan: &MemoryPlan,
+    out: &BufferRequest,
+    inp: &BufferRequest,
+    (x, y): (usize, usize),
+    delta: isize,
+) -> Option<String> {
+    let distance = plan.offsets[y] as i128 - plan.offsets[x] as i128;
+    let Some((_, order)) = out.overlap_of else {
+        return Some("is not an input its step reads by planes".into());
+    };
+    if plan.alias_of[y].is_some() {
+        Some("is also written in place over a buffer".into())
+    } else if order.planes.checked_mul(order.in_plane) != Some(inp.size)
+        || order.planes.checked_mul(order.out_plane) != Some(out.size)
+    {
+        Some(format!(
+            "does not split into {} planes of {} and {} bytes",
+            order.planes, order.in_plane, order.out_plane
+        ))
+    } else if distance != delta as i128 {
+        Some(format!("sits {distance} bytes from it, not {delta}"))
+    } else if !order.is_safe(delta) {
+        Some(format!(
+            "at {delta} bytes, an output plane lands on an input plane not yet read"
+        ))
+    } else {
+        None
+    }
 }
 
 /// Bytes a buffer holds alone over some steps, for the overlap sweep.

@@ -253,21 +253,7 @@ impl<'a> Emitter<'a> {
                 args.push(quote!(out));
                 continue;
             }
-            args.push(match *op {
-                Operand::Input(i) => {
-                    let i = us(i);
-                    quote!(inputs[#i])
-                }
-                Operand::Weight { offset, len } => {
-                    let (a, b) = (us(offset), us(offset + len));
-                    quote!(&w[#a..#b])
-                }
-                Operand::Buffer(b) => {
-                    let name = format_ident!("in{}", refs.len());
-                    refs.push((self.region(b), name.clone()));
-                    quote!(#name)
-                }
-            });
+            args.push(self.operand_arg(*op, &mut refs));
         }
         let ref_regions = refs.iter().map(|(r, _)| r);
         let ref_names = refs.iter().map(|(_, n)| n);
@@ -385,17 +371,45 @@ impl<'a> Emitter<'a> {
                 )
             }
         };
-        let index_lit = us(index);
-        let comment = step_comment(s);
-        Ok(quote! {
+        let body = quote! {
+            let ([#(#mut_names),*], [#(#ref_names),*]) = #regions;
+            #call
+        };
+        Ok(self.timed(step_comment(s, None), body, index))
+    }
+
+    /// The argument operand `op` becomes: a model input, a slice of the weights, or
+    /// the next region the step borrows for reading (pushed onto `refs` with its name).
+    fn operand_arg(&self, op: Operand, refs: &mut Vec<(TokenStream, syn::Ident)>) -> TokenStream {
+        match op {
+            Operand::Input(i) => {
+                let i = us(i);
+                quote!(inputs[#i])
+            }
+            Operand::Weight { offset, len } => {
+                let (a, b) = (us(offset), us(offset + len));
+                quote!(&w[#a..#b])
+            }
+            Operand::Buffer(b) => {
+                let name = format_ident!("in{}", refs.len());
+                refs.push((self.region(b), name.clone()));
+                quote!(#name)
+            }
+        }
+    }
+
+    /// A step's block: its comment, then `body` with its time added to `times[index]`.
+    fn timed(&self, comment: TokenStream, body: TokenStream, index: usize) -> TokenStream {
+        let rt = self.rt;
+        let index = us(index);
+        quote! {
             #comment
             {
                 let t = #rt::profile::start(times);
-                let ([#(#mut_names),*], [#(#ref_names),*]) = #regions;
-                #call
-                #rt::profile::stop(times, #index_lit, t);
+                #body
+                #rt::profile::stop(times, #index, t);
             }
-        })
+        }
     }
 }
 
@@ -420,22 +434,12 @@ impl Emitter<'_> {
         let pt = tokens::pool2d(rt, p);
         let (step_name, out, input) = (&s.node, self.region(s.output), self.region(x));
         let planes = us(p.n * p.c);
-        let index_lit = us(index);
-        let comment = format!(
-            "{}{} ({}): output starts {delta} bytes from its input, planes in order",
-            super::STEP_MARKER_DOC,
-            s.node,
-            s.op_type
-        );
-        Ok(quote! {
-            #[doc = #comment]
-            {
-                let t = #rt::profile::start(times);
-                let xy = arena.regions_overlapping(#step_name, #out, #input, #planes)?;
-                #rt::kernels::pool2d_overlapping(&#pt, xy);
-                #rt::profile::stop(times, #index_lit, t);
-            }
-        })
+        let note = format!("output starts {delta} bytes from its input, planes in order");
+        let body = quote! {
+            let xy = arena.regions_overlapping(#step_name, #out, #input, #planes)?;
+            #rt::kernels::pool2d_overlapping(&#pt, xy);
+        };
+        Ok(self.timed(step_comment(s, Some(&note)), body, index))
     }
 
     fn not_overlappable(&self, s: &Step) -> Error {
@@ -454,56 +458,30 @@ impl Emitter<'_> {
         let out_name = &self.offset_names[s.output.index()];
         let copies: Vec<&ConcatPart> = parts.iter().filter(|p| !p.in_place).collect();
         if copies.is_empty() {
-            let comment = format!(
-                "{}{} ({}): in place, no copy",
-                super::STEP_MARKER_DOC,
-                s.node,
-                s.op_type
-            );
+            let comment = step_comment(s, Some("in place, no copy"));
             return quote! {
-                #[doc = #comment]
+                #comment
                 {}
             };
         }
         let mut muts = Vec::new();
         let mut mut_names = Vec::new();
         let mut refs = Vec::new();
-        let mut ref_names = Vec::new();
         let mut calls = Vec::new();
         for (j, part) in copies.iter().enumerate() {
             let (byte, len) = (us(part.at * 4), us(part.len));
             muts.push(quote!((offsets::#out_name + #byte, #len)));
             let out = format_ident!("out{}", j);
-            let x = match s.inputs[part.input] {
-                Operand::Input(i) => {
-                    let i = us(i);
-                    quote!(inputs[#i])
-                }
-                Operand::Weight { offset, len } => {
-                    let (a, b) = (us(offset), us(offset + len));
-                    quote!(&w[#a..#b])
-                }
-                Operand::Buffer(b) => {
-                    let name = format_ident!("in{}", refs.len());
-                    refs.push(self.region(b));
-                    ref_names.push(name.clone());
-                    quote!(#name)
-                }
-            };
+            let x = self.operand_arg(s.inputs[part.input], &mut refs);
             calls.push(quote!(#rt::kernels::copy(#x, #out);));
             mut_names.push(out);
         }
-        let index_lit = us(index);
-        let comment = step_comment(s);
-        quote! {
-            #comment
-            {
-                let t = #rt::profile::start(times);
-                let ([#(#mut_names),*], [#(#ref_names),*]) = arena.regions(#step_name, [#(#muts),*], [#(#refs),*])?;
-                #(#calls)*
-                #rt::profile::stop(times, #index_lit, t);
-            }
-        }
+        let (ref_regions, ref_names): (Vec<_>, Vec<_>) = refs.into_iter().unzip();
+        let body = quote! {
+            let ([#(#mut_names),*], [#(#ref_names),*]) = arena.regions(#step_name, [#(#muts),*], [#(#ref_regions),*])?;
+            #(#calls)*
+        };
+        self.timed(step_comment(s, None), body, index)
     }
 }
 

@@ -534,7 +534,7 @@ impl Emitter<'_> {
                 (tokens, launches)
             }
         };
-        let comment = step_comment(s);
+        let comment = step_comment(s, None);
         Ok(StepCode {
             tokens: quote!(#comment #body),
             launches,

@@ -68,9 +68,13 @@ fn format(tokens: TokenStream, header: &str) -> Result<String, Error> {
     Ok(format!("{header}\n{text}"))
 }
 
-/// The attribute that becomes the comment `// NODE (OP)` above a step.
-fn step_comment(s: &Step) -> TokenStream {
-    let comment = format!("{STEP_MARKER_DOC}{} ({})", s.node, s.op_type);
+/// The attribute that becomes the comment `// NODE (OP)` above a step, or
+/// `// NODE (OP): NOTE` when the step is done differently from its kernel call.
+fn step_comment(s: &Step, note: Option<&str>) -> TokenStream {
+    let comment = match note {
+        None => format!("{STEP_MARKER_DOC}{} ({})", s.node, s.op_type),
+        Some(note) => format!("{STEP_MARKER_DOC}{} ({}): {note}", s.node, s.op_type),
+    };
     quote!(#[doc = #comment])
 }
 

@@ -496,15 +496,20 @@ pub fn plan(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
 /// and Concat slices, with the aliases only, then both again with the legal segment
 /// overlaps, then without any alias; the smallest arena wins and ties go to the
 /// earlier (so slices are kept when they cost nothing: the same arena, fewer copies;
-/// and an overlap only where it makes the arena smaller). Every candidate goes through the validator: one that
-/// fails is a planner bug and is returned as [`PlanError::StrategyBug`].
+/// and an overlap only where it makes the arena smaller). Every candidate goes through
+/// the validator: one that fails is a planner bug and is returned as
+/// [`PlanError::StrategyBug`].
 pub fn plan_with(input: &PlanInput, strategies: &[Strategy]) -> Result<MemoryPlan, PlanError> {
     let live = liveness::analyze(input)?;
     let none = Aliases::none(live.len());
     let alias_of = alias::choose(input, &live);
     let overlap_of = overlap::choose(input, &live, &alias_of)?;
     let mut sets: Vec<Aliases> = Vec::new();
-    for overlap_of in [none.overlap_of.clone(), overlap_of] {
+    let mut overlap_sets = vec![none.overlap_of.clone()];
+    if overlap_of.iter().any(Option::is_some) {
+        overlap_sets.push(overlap_of);
+    }
+    for overlap_of in overlap_sets {
         let slice_of = alias::choose_slices(input, &live, &alias_of, &overlap_of)?;
         for slice_of in [slice_of, none.slice_of.clone()] {
             let set = Aliases {

@@ -33,6 +33,8 @@ pub struct OffsetAllocator<'a> {
     // Reused across calls to avoid an allocation per buffer.
     neighbours: Vec<BufferId>,
     spans: Vec<(usize, usize)>,
+    /// Placed buffers the last placement stepped around (its cost, for budgets).
+    conflicts: usize,
 }
 
 impl<'a> OffsetAllocator<'a> {
@@ -50,6 +52,7 @@ impl<'a> OffsetAllocator<'a> {
             placed: vec![(UNPLACED, UNPLACED); live.len()],
             neighbours: Vec::new(),
             spans: Vec::new(),
+            conflicts: 0,
         }
     }
 
@@ -64,6 +67,7 @@ impl<'a> OffsetAllocator<'a> {
     /// Places `id` (again: returns its offset if already placed). Zero-size buffers
     /// go to offset 0 and block nothing.
     pub fn place(&mut self, id: BufferId) -> Result<usize, PlanError> {
+        self.conflicts = 0;
         let (slot, _) = *self
             .placed
             .get(id.index())
@@ -98,6 +102,7 @@ impl<'a> OffsetAllocator<'a> {
         self.spans
             .extend(self.neighbours.iter().map(|n| placed[n.index()]));
         self.spans.sort_unstable();
+        self.conflicts = self.spans.len();
 
         // Walk the conflicting buffers bottom-up; `top` is the highest end so far,
         // so a start above it opens a free gap [top, start).
@@ -155,6 +160,7 @@ impl<'a> OffsetAllocator<'a> {
             }
         }
         forbidden.sort_unstable();
+        let forbidden_len = forbidden.len();
         let mut offset: i128 = (-(distance as i128)).max(0);
         for (start, end) in forbidden {
             if start > offset {
@@ -170,7 +176,7 @@ impl<'a> OffsetAllocator<'a> {
         self.placed[partner.index()] = at(offset + distance as i128, partner_size)?;
         self.index.insert(id);
         self.index.insert(partner);
-        self.spans.clear();
+        self.conflicts = forbidden_len;
         Ok(self.placed[id.index()].0)
     }
 
@@ -206,7 +212,7 @@ impl<'a> OffsetAllocator<'a> {
     /// How many placed buffers the last [`OffsetAllocator::place`] had to step
     /// around: its cost is about k log k in this k.
     pub fn last_conflicts(&self) -> usize {
-        self.spans.len()
+        self.conflicts
     }
 
     /// Per buffer: its offset so far, or None while it is unplaced.

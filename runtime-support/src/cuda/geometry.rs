@@ -18,6 +18,7 @@
 
 use super::launch::{Launch, Launches, MAX_FLOATS, MAX_INPUTS, MAX_INTS};
 pub use super::sources::{SOURCES, source_of};
+use crate::kernels::index::Layout;
 use crate::params::{
     Activation, BatchNorm, Binary, Broadcast, ChannelAffine, Concat, Conv2d, Gemm, Lrn, MAX_RANK,
     MatMul, Pool2d, PoolKind, ReduceMean, Softmax, Transpose, Unary,
@@ -206,57 +207,9 @@ pub const fn binary_code(op: Binary) -> i32 {
     }
 }
 
-/// A shape over which the output is contiguous, with `K` input stride sets, in its
-/// simplest form: size-1 dimensions dropped, and a dimension merged into the next one
-/// when every input steps over it as over the whole next one (the output always
-/// does). Offsets are unchanged; kernels only do fewer divisions.
-struct Simplified<const K: usize> {
-    rank: usize,
-    shape: [usize; MAX_RANK],
-    strides: [[usize; MAX_RANK]; K],
-}
-
-const fn simplify<const K: usize>(
-    rank: usize,
-    shape: &[usize; MAX_RANK],
-    strides: [&[usize; MAX_RANK]; K],
-) -> Simplified<K> {
-    assert!(rank <= MAX_RANK, "rank over MAX_RANK");
-    let mut out = Simplified {
-        rank: 0,
-        shape: [1; MAX_RANK],
-        strides: [[0; MAX_RANK]; K],
-    };
-    let mut d = 0;
-    while d < rank {
-        if shape[d] != 1 {
-            let r = out.rank;
-            let mut merges = r > 0;
-            let mut k = 0;
-            while k < K {
-                if merges && out.strides[k][r - 1] != strides[k][d] * shape[d] {
-                    merges = false;
-                }
-                k += 1;
-            }
-            let slot = if merges {
-                out.shape[r - 1] *= shape[d];
-                r - 1
-            } else {
-                out.shape[r] = shape[d];
-                out.rank += 1;
-                r
-            };
-            let mut k = 0;
-            while k < K {
-                out.strides[k][slot] = strides[k][d];
-                k += 1;
-            }
-        }
-        d += 1;
-    }
-    out
-}
+// Shapes are simplified with `Layout::simplify` over the inputs' strides only: the
+// output is contiguous, so it merges wherever the inputs do, and the kernels do fewer
+// divisions with the same offsets.
 
 /// Writes `xs[..n]` into `ints[at..at + n]`.
 const fn put(ints: &mut [i32; MAX_INTS], at: usize, xs: &[usize; MAX_RANK], n: usize) {
@@ -395,7 +348,7 @@ pub const fn matmul(p: &MatMul) -> Launches {
         return NONE;
     }
     int(batches * p.m * p.n);
-    let s = simplify(
+    let s = Layout::simplify(
         p.batch_rank,
         &p.batch_shape,
         [&p.a_batch_strides, &p.b_batch_strides],
@@ -480,7 +433,7 @@ pub const fn binary(op: Binary, p: &Broadcast) -> Launches {
     if len == 0 {
         return NONE;
     }
-    let s = simplify(p.rank, &p.shape, [&p.a_strides, &p.b_strides]);
+    let s = Layout::simplify(p.rank, &p.shape, [&p.a_strides, &p.b_strides]);
     let mut ints = [0; MAX_INTS];
     ints[0] = binary_code(op);
     ints[1] = s.rank as i32;
@@ -619,7 +572,7 @@ pub const fn transpose(p: &Transpose) -> Launches {
         src_strides[i] = in_strides[p.perm[i]];
         i += 1;
     }
-    let s = simplify(rank, &out_shape, [&src_strides]);
+    let s = Layout::simplify(rank, &out_shape, [&src_strides]);
     let mut ints = [0; MAX_INTS];
     ints[0] = int(len);
     ints[1] = s.rank as i32;

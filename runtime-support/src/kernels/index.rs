@@ -25,28 +25,56 @@ impl<const K: usize> Layout<K> {
         for s in strides {
             assert_eq!(s.len(), shape.len(), "one stride per dimension");
         }
+        let mut dims = [1; MAX_RANK];
+        dims[..shape.len()].copy_from_slice(shape);
+        let mut sets = [[0; MAX_RANK]; K];
+        for (set, s) in sets.iter_mut().zip(strides) {
+            set[..s.len()].copy_from_slice(s);
+        }
+        Self::simplify(shape.len(), &dims, sets.each_ref())
+    }
+
+    /// [`Layout::new`] over the first `rank` entries of fixed arrays, usable in `const`
+    /// code (the CUDA launch geometry simplifies at compile time with it).
+    pub const fn simplify(
+        rank: usize,
+        shape: &[usize; MAX_RANK],
+        strides: [&[usize; MAX_RANK]; K],
+    ) -> Self {
+        assert!(rank <= MAX_RANK, "rank over MAX_RANK");
         let mut out = Layout {
             rank: 0,
             shape: [1; MAX_RANK],
             strides: [[0; MAX_RANK]; K],
         };
-        for d in 0..shape.len() {
-            if shape[d] == 1 {
-                continue;
+        // `while` loops: `for` and iterator adapters are not allowed in `const fn`.
+        let mut d = 0;
+        while d < rank {
+            if shape[d] != 1 {
+                let r = out.rank;
+                let mut merges = r > 0;
+                let mut k = 0;
+                while k < K {
+                    if merges && out.strides[k][r - 1] != strides[k][d] * shape[d] {
+                        merges = false;
+                    }
+                    k += 1;
+                }
+                let slot = if merges {
+                    out.shape[r - 1] *= shape[d];
+                    r - 1
+                } else {
+                    out.shape[r] = shape[d];
+                    out.rank += 1;
+                    r
+                };
+                let mut k = 0;
+                while k < K {
+                    out.strides[k][slot] = strides[k][d];
+                    k += 1;
+                }
             }
-            let r = out.rank;
-            let merges = r > 0 && (0..K).all(|k| out.strides[k][r - 1] == strides[k][d] * shape[d]);
-            let slot = if merges {
-                out.shape[r - 1] *= shape[d];
-                r - 1
-            } else {
-                out.shape[r] = shape[d];
-                out.rank += 1;
-                r
-            };
-            for (o, s) in out.strides.iter_mut().zip(strides) {
-                o[slot] = s[d];
-            }
+            d += 1;
         }
         out
     }

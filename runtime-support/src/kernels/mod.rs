@@ -20,7 +20,7 @@ mod affine;
 mod conv;
 mod elementwise;
 mod gemm;
-mod index;
+pub(crate) mod index;
 mod layout;
 mod norm;
 mod pool;

@@ -446,21 +446,7 @@ Strategies:
         assert_eq!(text, expected, "got:\n{text}");
     }
 
-    /// conv → bn (over conv) → relu (over bn), and a tensor `x` read with the relu.
-    fn in_place_chain() -> PlanInput {
-        let mut input = PlanInput::new(4);
-        let conv = input.push(BufferRequest::new("conv", 1024, 0, vec![1]));
-        input.push(BufferRequest::new("x", 1024, 0, vec![2]));
-        let bn = input.push(BufferRequest {
-            in_place_of: vec![conv],
-            ..BufferRequest::new("bn", 1024, 1, vec![2])
-        });
-        input.push(BufferRequest {
-            in_place_of: vec![bn],
-            ..BufferRequest::output("relu", 1024, 2)
-        });
-        input
-    }
+    use super::super::testutil::in_place_chain;
 
     #[test]
     fn text_report_with_in_place_aliases() {

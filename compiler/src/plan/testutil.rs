@@ -346,3 +346,20 @@ pub fn pool_example(image: usize, other: usize) -> PlanInput {
     input.push(BufferRequest::new("other", other, 3, vec![4]));
     input
 }
+
+/// conv → bn (in place over conv) → relu (in place over bn, a graph output), with a
+/// tensor `x` live beside them up to the relu's step.
+pub fn in_place_chain() -> PlanInput {
+    let mut input = PlanInput::new(4);
+    let conv = input.push(BufferRequest::new("conv", 1024, 0, vec![1]));
+    input.push(BufferRequest::new("x", 1024, 0, vec![2]));
+    let bn = input.push(BufferRequest {
+        in_place_of: vec![conv],
+        ..BufferRequest::new("bn", 1024, 1, vec![2])
+    });
+    input.push(BufferRequest {
+        in_place_of: vec![bn],
+        ..BufferRequest::output("relu", 1024, 2)
+    });
+    input
+}

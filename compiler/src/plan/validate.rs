@@ -792,21 +792,7 @@ mod tests {
         ));
     }
 
-    /// conv → bn (in place over conv) → relu (in place over bn), `x` live beside them.
-    fn chain() -> PlanInput {
-        let mut input = PlanInput::new(4);
-        let conv = input.push(BufferRequest::new("conv", 1024, 0, vec![1]));
-        input.push(BufferRequest::new("x", 1024, 0, vec![2]));
-        let bn = input.push(BufferRequest {
-            in_place_of: vec![conv],
-            ..BufferRequest::new("bn", 1024, 1, vec![2])
-        });
-        input.push(BufferRequest {
-            in_place_of: vec![bn],
-            ..BufferRequest::new("relu", 1024, 2, vec![3])
-        });
-        input
-    }
+    use super::super::testutil::in_place_chain as chain;
 
     fn reason(result: Result<(), PlanError>) -> String {
         match result {
@@ -869,6 +855,7 @@ mod tests {
         assert!(with_input(&|i| i.buffers[2].size = 1000).contains("holds 1024 bytes"));
         let scratch = with_input(&|i| {
             i.buffers[3].scratch = true;
+            i.buffers[3].live_to_end = false;
             i.buffers[3].uses.clear();
         });
         assert!(scratch.contains("scratch"));

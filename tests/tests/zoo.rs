@@ -13,18 +13,7 @@
 
 use std::path::Path;
 
-use kiln_tests::{bytes, compare, find, load_npy};
-
-/// Index of the logits among the random variant's outputs, from meta.json.
-fn logits_index(dir: &Path) -> usize {
-    let meta = std::fs::read_to_string(dir.join("meta.json")).expect("meta.json");
-    let at = meta
-        .find("\"logits_output_index\":")
-        .expect("logits_output_index in meta.json");
-    let rest = meta[at + 22..].trim_start();
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().expect("logits_output_index is a number")
-}
+use kiln_tests::{bytes, compare, find, load_npy, logits_index};
 
 fn check(name: &str) {
     // The original: ONNX's expected output, with ONNX's own backend-test tolerance.

@@ -4,9 +4,12 @@
 //! launches they make (`tests/launches.rs`) and run whole models through the CPU
 //! emulator of the CUDA kernels (`tests/emulator.rs`).
 
-use std::path::Path;
-
 use kiln_runtime::cuda::{Launch, Launcher, Ptrs};
+
+#[path = "../../src/testdata.rs"]
+mod testdata;
+
+pub use testdata::{compare, load_npy, logits_index, require_testdata};
 
 /// One generated CUDA module, reached through its constants and `launch_all`.
 pub struct CudaModel {
@@ -33,16 +36,6 @@ pub mod generated {
 
 pub use generated::{SMALL, ZOO};
 
-/// Fails with instructions when the test data was never generated.
-pub fn require_testdata() {
-    let missing = env!("KILN_TESTDATA_MISSING");
-    assert!(
-        missing.is_empty(),
-        "no test data in {missing}: run `bash .ci/run` (or scripts/setup-python.sh and \
-         .venv/bin/python scripts/make_testdata.py) first"
-    );
-}
-
 /// The compiled zoo model `name`.
 pub fn zoo(name: &str) -> &'static CudaModel {
     require_testdata();
@@ -57,26 +50,6 @@ pub fn small(name: &str) -> &'static CudaModel {
         .iter()
         .find(|m| m.name == name)
         .unwrap_or_else(|| panic!("model {name} was not compiled"))
-}
-
-pub fn load_npy(path: &Path) -> kiln_compiler::npy::Array {
-    kiln_compiler::npy::read(path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Largest absolute difference and whether every element satisfies
-/// `|got - want| <= atol + rtol * |want|` (NaN never does).
-pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> (f32, bool) {
-    assert_eq!(got.len(), want.len(), "output length");
-    let mut max = 0.0f32;
-    let mut ok = true;
-    for (&g, &w) in got.iter().zip(want) {
-        let d = (g - w).abs();
-        max = max.max(d);
-        if d.is_nan() || d > atol + rtol * w.abs() {
-            ok = false;
-        }
-    }
-    (max, ok)
 }
 
 /// A launcher that runs nothing and records every launch.

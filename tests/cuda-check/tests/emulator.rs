@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kiln_cuda_check::{CudaModel, compare, load_npy, small, zoo};
+use kiln_cuda_check::{CudaModel, compare, load_npy, logits_index, small, zoo};
 use kiln_runtime::Weights;
 use kiln_runtime::cuda::emulator::Emulator;
 
@@ -40,17 +40,6 @@ fn emulate(m: &CudaModel, inputs: &[&[f32]]) -> Vec<Vec<f32>> {
         .iter()
         .map(|&(offset, len)| arena[offset / 4..offset / 4 + len].to_vec())
         .collect()
-}
-
-/// Index of the logits among the random variant's outputs, from meta.json.
-fn logits_index(dir: &Path) -> usize {
-    let meta = std::fs::read_to_string(dir.join("meta.json")).expect("meta.json");
-    let at = meta
-        .find("\"logits_output_index\":")
-        .expect("logits_output_index in meta.json");
-    let rest = meta[at + 22..].trim_start();
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().expect("logits_output_index is a number")
 }
 
 fn zoo_model(name: &str) {

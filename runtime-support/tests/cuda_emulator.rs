@@ -101,6 +101,31 @@ impl Case {
         }
     }
 
+    /// A one-step case whose operand 0 is `x` and whose other operands are `rest`: `x`
+    /// an input of its own, or, `in_place`, the output's initial contents (the kernel
+    /// reads it through `out`, and the rest are inputs 0.. after it).
+    fn over_x(
+        name: String,
+        launches: Launches,
+        x: Vec<f32>,
+        rest: Vec<Vec<f32>>,
+        expect: Vec<f32>,
+        tol: Tol,
+        in_place: bool,
+    ) -> Case {
+        let n = rest.len();
+        if in_place {
+            let srcs: Vec<Src> = std::iter::once(Src::Out)
+                .chain((0..n).map(Src::Input))
+                .collect();
+            Case::one(name + " in place", launches, &srcs, rest, expect, tol).in_place(x)
+        } else {
+            let srcs: Vec<Src> = (0..=n).map(Src::Input).collect();
+            let inputs = std::iter::once(x).chain(rest).collect();
+            Case::one(name, launches, &srcs, inputs, expect, tol)
+        }
+    }
+
     fn in_place(mut self, init: Vec<f32>) -> Case {
         self.init = Some(init);
         self
@@ -725,25 +750,28 @@ fn unary_cases() -> Vec<Case> {
             }
             let mut y = vec![0.0; len];
             kernels::unary(op, &x, &mut y);
-            let case = Case::one(
-                format!("unary {op:?} {len}"),
-                geometry::unary(op, len),
-                &[Src::Input(0)],
-                vec![x.clone()],
-                y.clone(),
+            let name = format!("unary {op:?} {len}");
+            let launches = geometry::unary(op, len);
+            let (x2, y2) = (x.clone(), y.clone());
+            cases.push(Case::over_x(
+                name.clone(),
+                launches,
+                x2,
+                vec![],
+                y2,
                 ELEMENTWISE,
-            );
-            cases.push(case);
+                false,
+            ));
             if len == 257 || i == 0 {
-                let c = Case::one(
-                    format!("unary {op:?} {len} in place"),
-                    geometry::unary(op, len),
-                    &[Src::Out],
+                cases.push(Case::over_x(
+                    name,
+                    launches,
+                    x,
                     vec![],
                     y,
                     ELEMENTWISE,
-                );
-                cases.push(c.in_place(x));
+                    true,
+                ));
             }
         }
     }
@@ -798,25 +826,9 @@ fn binary_case(
             inplace, y,
             "the CPU's in-place form agrees with its plain form"
         );
-        Case::one(
-            name + " in place",
-            geometry::binary(op, &p),
-            &[Src::Out, Src::Input(0)],
-            vec![b],
-            y,
-            ELEMENTWISE,
-        )
-        .in_place(a)
-    } else {
-        Case::one(
-            name,
-            geometry::binary(op, &p),
-            &[Src::Input(0), Src::Input(1)],
-            vec![a, b],
-            y,
-            ELEMENTWISE,
-        )
     }
+    let launches = geometry::binary(op, &p);
+    Case::over_x(name, launches, a, vec![b], y, ELEMENTWISE, in_place)
 }
 
 fn binary_cases() -> Vec<Case> {
@@ -888,40 +900,9 @@ fn batch_norm_case(n: usize, c: usize, inner: usize, in_place: bool, rng: &mut R
     let mut y = vec![0.0; x.len()];
     kernels::batch_norm(&p, &x, &scale, &bias, &mean, &var, &mut y);
     let name = format!("batch_norm {p:?}");
-    if in_place {
-        let srcs = [
-            Src::Out,
-            Src::Input(0),
-            Src::Input(1),
-            Src::Input(2),
-            Src::Input(3),
-        ];
-        Case::one(
-            name + " in place",
-            geometry::batch_norm(&p),
-            &srcs,
-            vec![scale, bias, mean, var],
-            y,
-            ELEMENTWISE,
-        )
-        .in_place(x)
-    } else {
-        let srcs = [
-            Src::Input(0),
-            Src::Input(1),
-            Src::Input(2),
-            Src::Input(3),
-            Src::Input(4),
-        ];
-        Case::one(
-            name,
-            geometry::batch_norm(&p),
-            &srcs,
-            vec![x, scale, bias, mean, var],
-            y,
-            ELEMENTWISE,
-        )
-    }
+    let rest = vec![scale, bias, mean, var];
+    let launches = geometry::batch_norm(&p);
+    Case::over_x(name, launches, x, rest, y, ELEMENTWISE, in_place)
 }
 
 fn affine_case(
@@ -943,27 +924,16 @@ fn affine_case(
     let mut y = vec![0.0; x.len()];
     kernels::channel_affine(&p, &x, &scale, &shift, &mut y);
     let name = format!("channel_affine {p:?}");
-    if in_place {
-        Case::one(
-            name + " in place",
-            geometry::channel_affine(&p),
-            &[Src::Out, Src::Input(0), Src::Input(1)],
-            vec![scale, shift],
-            y,
-            ELEMENTWISE,
-        )
-        .in_place(x)
-    } else {
-        let srcs = [Src::Input(0), Src::Input(1), Src::Input(2)];
-        Case::one(
-            name,
-            geometry::channel_affine(&p),
-            &srcs,
-            vec![x, scale, shift],
-            y,
-            ELEMENTWISE,
-        )
-    }
+    let launches = geometry::channel_affine(&p);
+    Case::over_x(
+        name,
+        launches,
+        x,
+        vec![scale, shift],
+        y,
+        ELEMENTWISE,
+        in_place,
+    )
 }
 
 fn lrn_case(n: usize, c: usize, inner: usize, size: usize, in_place: bool, rng: &mut Rng) -> Case {
@@ -980,26 +950,7 @@ fn lrn_case(n: usize, c: usize, inner: usize, size: usize, in_place: bool, rng: 
     let mut y = vec![0.0; x.len()];
     kernels::lrn(&p, &x, &mut y);
     let name = format!("lrn {p:?}");
-    if in_place {
-        Case::one(
-            name + " in place",
-            geometry::lrn(&p),
-            &[Src::Out],
-            vec![],
-            y,
-            ELEMENTWISE,
-        )
-        .in_place(x)
-    } else {
-        Case::one(
-            name,
-            geometry::lrn(&p),
-            &[Src::Input(0)],
-            vec![x],
-            y,
-            ELEMENTWISE,
-        )
-    }
+    Case::over_x(name, geometry::lrn(&p), x, vec![], y, ELEMENTWISE, in_place)
 }
 
 fn softmax_case(
@@ -1025,26 +976,15 @@ fn softmax_case(
     let mut y = vec![0.0; x.len()];
     kernels::softmax(&p, &x, &mut y);
     let name = format!("softmax {p:?}");
-    if in_place {
-        Case::one(
-            name + " in place",
-            geometry::softmax(&p),
-            &[Src::Out],
-            vec![],
-            y,
-            ELEMENTWISE,
-        )
-        .in_place(x)
-    } else {
-        Case::one(
-            name,
-            geometry::softmax(&p),
-            &[Src::Input(0)],
-            vec![x],
-            y,
-            ELEMENTWISE,
-        )
-    }
+    Case::over_x(
+        name,
+        geometry::softmax(&p),
+        x,
+        vec![],
+        y,
+        ELEMENTWISE,
+        in_place,
+    )
 }
 
 fn reduce_mean_case(outer: usize, inner: usize, rng: &mut Rng) -> Case {

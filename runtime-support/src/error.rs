@@ -55,4 +55,16 @@ pub enum Error {
         kernel: &'static str,
         message: String,
     },
+    /// An index read at run time (Gather, ScatterND, OneHot, ...) lies outside the
+    /// axis it indexes: ONNX calls the result undefined; Kiln reports it.
+    #[error("index {index} is out of range for an axis of length {len}")]
+    IndexOutOfRange { index: i64, len: usize },
+    /// An input holds a value its element type cannot represent (a `bool` that is not
+    /// 0 or 1).
+    #[error("input `{name}` holds a byte that is not a valid {dtype}")]
+    InvalidValue {
+        name: &'static str,
+        dtype: &'static str,
+    },
 }
+

@@ -17,6 +17,7 @@ pub mod io;
 pub mod kernels;
 pub mod params;
 pub mod profile;
+pub mod typed;
 pub mod weights;
 
 pub use arena::Arena;

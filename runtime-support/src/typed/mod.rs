@@ -1,0 +1,9 @@
+//! Kernels generic over the element type: every ONNX dtype Kiln supports (`Elem`),
+//! for the operators whose meaning does not depend on a tuned float32 layout.
+//!
+//! Calling convention (the compiler relies on it): `kernel::<T..>(&params, inputs..,
+//! outputs..)`, parameters from [`params`] (plain data deriving `Serialize`, which the
+//! compiler writes as a Rust constant expression), inputs as `&[T]`, outputs as
+//! `&mut [T]`. The same functions run at compile time for constant folding.
+
+pub mod params;

@@ -6,4 +6,7 @@
 //! compiler writes as a Rust constant expression), inputs as `&[T]`, outputs as
 //! `&mut [T]`. The same functions run at compile time for constant folding.
 
+pub mod elem;
 pub mod params;
+
+pub use elem::{Bool, Elem};

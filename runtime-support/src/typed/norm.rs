@@ -1,0 +1,1 @@
+//! Normalisations over the float element types.

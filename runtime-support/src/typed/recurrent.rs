@@ -1,0 +1,1 @@
+//! Recurrent layers (LSTM, GRU, RNN) over the float element types.

@@ -7,6 +7,16 @@
 //! `&mut [T]`. The same functions run at compile time for constant folding.
 
 pub mod elem;
+pub mod elementwise;
+pub mod layout;
+pub mod matmul;
+pub mod reduce;
 pub mod params;
 
 pub use elem::{Bool, Elem};
+pub use elementwise::{
+    binary, binary_acc, cast, compare, is_inf, is_nan, pow, range, unary, unary_inplace, where_,
+};
+pub use layout::{concat, copy_strided, pad, trilu};
+pub use matmul::matmul;
+pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};

@@ -45,7 +45,7 @@ fn resolve(i: i64, len: usize) -> Result<usize, Error> {
 }
 
 /// Row-major strides of the first `rank` entries of `shape`.
-fn strides_of(rank: usize, shape: &[usize; RANK]) -> [usize; RANK] {
+pub(super) fn strides_of(rank: usize, shape: &[usize; RANK]) -> [usize; RANK] {
     let mut s = [0; RANK];
     let mut step = 1;
     for d in (0..rank).rev() {
@@ -62,16 +62,16 @@ fn volume(shape: &[usize]) -> usize {
 /// A row-major walk over `shape` that tracks one offset with its own `strides` (which
 /// may differ from the shape's own: a smaller index tensor inside a larger data tensor,
 /// or stride 0 on a dimension that is addressed separately).
-struct Odometer {
+pub(super) struct Odometer {
     rank: usize,
     shape: [usize; RANK],
     strides: [usize; RANK],
     idx: [usize; RANK],
-    off: usize,
+    pub(super) off: usize,
 }
 
 impl Odometer {
-    fn new(rank: usize, shape: [usize; RANK], strides: [usize; RANK]) -> Self {
+    pub(super) fn new(rank: usize, shape: [usize; RANK], strides: [usize; RANK]) -> Self {
         Odometer {
             rank,
             shape,
@@ -83,7 +83,7 @@ impl Odometer {
 
     /// Moves to the next index (wrapping to all zeros after the last).
     #[inline]
-    fn advance(&mut self) {
+    pub(super) fn advance(&mut self) {
         let mut d = self.rank;
         while d > 0 {
             d -= 1;

@@ -109,7 +109,7 @@ pub struct GroupNorm {
 /// each one `channels / groups` times to call this kernel.
 pub fn group_norm<T: Elem>(p: &GroupNorm, x: &[T], scale: &[T], bias: &[T], out: &mut [T]) {
     assert!(
-        p.groups > 0 && p.channels % p.groups == 0,
+        p.groups > 0 && p.channels.is_multiple_of(p.groups),
         "group_norm: {} channels in {} groups",
         p.channels,
         p.groups
@@ -213,12 +213,13 @@ pub fn mean_variance_norm<T: Elem>(p: &Mvn, x: &[T], out: &mut [T]) {
     // Split the dimensions into kept and reduced ones, each with its data strides.
     let (mut ks, mut kt, mut rs, mut rt) = ([1; RANK], [0; RANK], [1; RANK], [0; RANK]);
     let (mut kr, mut rr) = (0, 0);
-    for d in 0..p.rank {
-        if p.reduced[d] {
-            (rs[rr], rt[rr]) = (p.shape[d], strides[d]);
+    let dims = p.shape.iter().zip(&strides).zip(&p.reduced).take(p.rank);
+    for ((&n, &s), &reduced) in dims {
+        if reduced {
+            (rs[rr], rt[rr]) = (n, s);
             rr += 1;
         } else {
-            (ks[kr], kt[kr]) = (p.shape[d], strides[d]);
+            (ks[kr], kt[kr]) = (n, s);
             kr += 1;
         }
     }

@@ -192,7 +192,7 @@ fn unary_float32_matches_reference() {
         (
             Selu {
                 alpha: 1.6732632,
-                gamma: 1.0507010,
+                gamma: 1.050_701,
             },
             [
                 -1.6137858629226685,
@@ -545,9 +545,9 @@ fn binary_broadcasting_layouts() {
     let y = bin(Add, &a, &[2, 1, 3], &b, &[4, 1], &[2, 4, 3]);
     let mut want = vec![];
     for i in 0..2 {
-        for j in 0..4 {
+        for bj in &b {
             for k in 0..3 {
-                want.push(a[i * 3 + k] + b[j]);
+                want.push(a[i * 3 + k] + bj);
             }
         }
     }
@@ -692,9 +692,9 @@ fn where_broadcasts_three_operands() {
 #[test]
 fn cast_matches_numpy() {
     let f = [
-        1.0009765625f32,
-        1.00048828125,
-        1.00146484375,
+        1.0 + 1.0 / 1024.0f32,
+        1.0 + 0.5 / 1024.0,
+        1.0 + 1.5 / 1024.0,
         65519.0,
         65520.0,
         -0.0,
@@ -708,7 +708,7 @@ fn cast_matches_numpy() {
     );
     let mut back = [0.0f32; 7];
     cast(&h, &mut back);
-    assert_eq!(back[0], 1.0009765625);
+    assert_eq!(back[0], 1.0 + 1.0 / 1024.0);
     let g = [-2.7f64, 2.7, 0.0, -0.0, 1e10];
     let mut i = [0i32; 4];
     cast(&g[..4], &mut i);
@@ -727,7 +727,7 @@ fn cast_matches_numpy() {
     cast(&[(1u64 << 63) + (1 << 40) + 1, u64::MAX], &mut f32s);
     assert_eq!(f32s[0] as f64, 9.223373136366404e18);
     cast(&[(1i64 << 60) + (1 << 36) + 1, 16777217], &mut f32s);
-    assert_eq!(f32s, [1.1529216420458004e18, 16777216.0]);
+    assert_eq!(f32s, [((1u64 << 60) + (1 << 37)) as f32, 16777216.0]);
     // Saturating float → int, NaN → 0 (NumPy leaves these undefined).
     let mut sat = [0i16; 3];
     cast(&[1e9f32, -1e9, f32::NAN], &mut sat);
@@ -769,4 +769,659 @@ fn range_values() {
     assert_eq!(out, [250, 253, 0]);
     range(&[], &[3], &mut out); // no start: nothing written
     assert_eq!(out, [250, 253, 0]);
+}
+
+// ---------------------------------------------------------------------------------
+// Layout
+
+fn strided(shape_: &[usize], offset: usize, strides: &[isize]) -> Strided {
+    let mut s = [0isize; RANK];
+    s[..strides.len()].copy_from_slice(strides);
+    Strided {
+        rank: shape_.len(),
+        shape: shape(shape_),
+        offset,
+        strides: s,
+    }
+}
+
+#[test]
+fn copy_strided_transpose_slice_expand() {
+    // Transpose [2,3,4] by (2,0,1).
+    let x: Vec<i32> = (0..24).collect();
+    let p = Strided::transpose(&[2, 3, 4], &[2, 0, 1]);
+    let mut out = vec![0; 24];
+    copy_strided(&p, &x, &mut out).unwrap();
+    let mut want = vec![];
+    for k in 0..4 {
+        for i in 0..2 {
+            for j in 0..3 {
+                want.push(x[i * 12 + j * 4 + k]);
+            }
+        }
+    }
+    assert_eq!(out, want);
+    // x[::-1, 3:0:-2] on [2,4]: offset 1·4 + 3, strides (-4, -2).
+    let x: Vec<u8> = (0..8).collect();
+    let mut out = [0u8; 4];
+    copy_strided(&strided(&[2, 2], 7, &[-4, -2]), &x, &mut out).unwrap();
+    assert_eq!(out, [7, 5, 3, 1]);
+    // Reversed contiguous innermost run (stride -1).
+    let mut out = [0u8; 8];
+    copy_strided(&strided(&[2, 4], 7, &[-4, -1]), &x, &mut out).unwrap();
+    assert_eq!(out, [7, 6, 5, 4, 3, 2, 1, 0]);
+    // Expand [3] → [2,3] (stride 0 outer) and [3,1] → [3,2] (stride 0 inner).
+    let mut out = [0u8; 6];
+    copy_strided(&strided(&[2, 3], 0, &[0, 1]), &x[..3], &mut out).unwrap();
+    assert_eq!(out, [0, 1, 2, 0, 1, 2]);
+    copy_strided(&strided(&[3, 2], 0, &[1, 0]), &x[..3], &mut out).unwrap();
+    assert_eq!(out, [0, 0, 1, 1, 2, 2]);
+    // Tile [2] × 3 as the view [3, 2] with strides (0, 1) of the input.
+    let xs = [Bool::TRUE, Bool::FALSE];
+    let mut out = [Bool::FALSE; 6];
+    copy_strided(&strided(&[3, 2], 0, &[0, 1]), &xs, &mut out).unwrap();
+    assert_eq!(out.map(|b| b.0), [1, 0, 1, 0, 1, 0]);
+}
+
+#[test]
+fn copy_strided_rank8_and_bounds() {
+    // A rank-8 transpose (reverse all axes) of a 2×1×2×1×2×1×2×2 tensor.
+    let dims = [2, 1, 2, 1, 2, 1, 2, 2];
+    let x: Vec<i64> = (0..32).collect();
+    let perm = [7, 6, 5, 4, 3, 2, 1, 0];
+    let p = Strided::transpose(&dims, &perm);
+    let mut out = vec![0; 32];
+    copy_strided(&p, &x, &mut out).unwrap();
+    // Reference: out[i7..i0] = x[i0..i7].
+    let st = [16, 16, 8, 8, 4, 4, 2, 1];
+    let mut want = vec![];
+    for a in 0..2 {
+        for b in 0..2 {
+            for c in 0..2 {
+                for d in 0..2 {
+                    for e in 0..2 {
+                        let idx = [e, 0, d, 0, c, 0, b, a];
+                        want.push(idx.iter().zip(&st).map(|(i, s)| i * s).sum::<usize>() as i64);
+                    }
+                }
+            }
+        }
+    }
+    // Output shape [2,2,1,2,1,2,1,2]: loops a (dim0 = in dim7), b (dim1 = in dim6),
+    // c (dim3 = in dim4), d (dim5 = in dim2), e (dim7 = in dim0).
+    assert_eq!(out, want);
+    // Out of range: negative first index, index past the end, wrong output size.
+    let mut o4 = [0i64; 4];
+    let e = copy_strided(&strided(&[4], 2, &[-1]), &x[..8], &mut o4);
+    assert!(matches!(
+        e,
+        Err(kiln_runtime::Error::IndexOutOfRange { index: -1, len: 8 })
+    ));
+    let e = copy_strided(&strided(&[4], 5, &[1]), &x[..8], &mut o4);
+    assert!(matches!(
+        e,
+        Err(kiln_runtime::Error::IndexOutOfRange { index: 8, len: 8 })
+    ));
+    let e = copy_strided(&strided(&[3], 0, &[1]), &x[..8], &mut o4);
+    assert!(e.is_err());
+    assert_eq!(o4, [0; 4], "nothing written on error");
+    // Empty output is fine whatever the offset.
+    copy_strided(&strided(&[0, 3], 100, &[1, 1]), &x[..8], &mut []).unwrap();
+}
+
+#[test]
+fn concat_rows() {
+    // [2,1] ++ [2,3] ++ [2,0] along axis 1.
+    let mut out = [0u16; 8];
+    concat(
+        &Concat { outer: 2 },
+        &[&[1, 2], &[10, 11, 12, 20, 21, 22], &[]],
+        &mut out,
+    );
+    assert_eq!(out, [1, 10, 11, 12, 2, 20, 21, 22]);
+    let mut out = [0.0f64; 3];
+    concat(&Concat { outer: 1 }, &[&[1.0], &[2.0, 3.0]], &mut out);
+    assert_eq!(out, [1.0, 2.0, 3.0]);
+}
+
+fn pad_p(inp: &[usize], out: &[usize], begin: &[isize], mode: PadMode) -> Pad {
+    let mut b = [0isize; RANK];
+    b[..begin.len()].copy_from_slice(begin);
+    Pad {
+        rank: inp.len(),
+        in_shape: shape(inp),
+        out_shape: shape(out),
+        begin: b,
+        mode,
+    }
+}
+
+/// Expected values: `np.pad` (the ONNX Pad reference) of [[1,2,3],[4,5,6]] with pads
+/// ((1,2),(2,4)), and of [1,2,3] with (5,6) in reflect mode.
+#[test]
+fn pad_modes_match_numpy() {
+    let x = [1i32, 2, 3, 4, 5, 6];
+    let run = |mode| {
+        let mut out = [0i32; 45];
+        pad(&pad_p(&[2, 3], &[5, 9], &[1, 2], mode), &x, &[], &mut out);
+        out
+    };
+    assert_eq!(
+        run(PadMode::Reflect),
+        [
+            6, 5, 4, 5, 6, 5, 4, 5, 6, 3, 2, 1, 2, 3, 2, 1, 2, 3, 6, 5, 4, 5, 6, 5, 4, 5, 6, 3, 2,
+            1, 2, 3, 2, 1, 2, 3, 6, 5, 4, 5, 6, 5, 4, 5, 6
+        ]
+    );
+    assert_eq!(
+        run(PadMode::Edge),
+        [
+            1, 1, 1, 2, 3, 3, 3, 3, 3, 1, 1, 1, 2, 3, 3, 3, 3, 3, 4, 4, 4, 5, 6, 6, 6, 6, 6, 4, 4,
+            4, 5, 6, 6, 6, 6, 6, 4, 4, 4, 5, 6, 6, 6, 6, 6
+        ]
+    );
+    assert_eq!(
+        run(PadMode::Wrap),
+        [
+            5, 6, 4, 5, 6, 4, 5, 6, 4, 2, 3, 1, 2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4, 5, 6, 4, 2, 3,
+            1, 2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4, 5, 6, 4
+        ]
+    );
+    let c = run(PadMode::Constant);
+    assert_eq!(&c[9..18], &[0, 0, 1, 2, 3, 0, 0, 0, 0]);
+    // Pads wider than the input reflect periodically.
+    let mut out = [0u8; 14];
+    pad(
+        &pad_p(&[3], &[14], &[5], PadMode::Reflect),
+        &[1, 2, 3],
+        &[],
+        &mut out,
+    );
+    assert_eq!(out, [2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1]);
+    // Constant 9 with pads ((1,0),(-1,2)): np.pad(.., ((1,0),(0,2)))[:, 1:].
+    let mut out = [0i32; 12];
+    pad(
+        &pad_p(&[2, 3], &[3, 4], &[1, -1], PadMode::Constant),
+        &x,
+        &[9],
+        &mut out,
+    );
+    assert_eq!(out, [9, 9, 9, 9, 2, 3, 9, 9, 5, 6, 9, 9]);
+    // Crop only, f16, rank 3.
+    let xh: Vec<f16> = (0..8).map(|v| f16::from_f32(v as f32)).collect();
+    let mut out = [f16::ZERO; 2];
+    pad(
+        &pad_p(&[2, 2, 2], &[1, 1, 2], &[-1, 0, 0], PadMode::Edge),
+        &xh,
+        &[],
+        &mut out,
+    );
+    assert_eq!(f64s(&out), [4.0, 5.0]);
+}
+
+/// Expected values: onnx.reference Trilu on arange(12).reshape(3,4).
+#[test]
+fn trilu_upper_lower() {
+    let x: Vec<i64> = (0..12).collect();
+    let mut out = [0i64; 12];
+    let p = Trilu {
+        batch: 1,
+        rows: 3,
+        cols: 4,
+        k: 1,
+        upper: true,
+    };
+    trilu(&p, &x, &mut out);
+    assert_eq!(out, [0, 1, 2, 3, 0, 0, 6, 7, 0, 0, 0, 11]);
+    let p = Trilu {
+        batch: 1,
+        rows: 3,
+        cols: 4,
+        k: -1,
+        upper: false,
+    };
+    trilu(&p, &x, &mut out);
+    assert_eq!(out, [0, 0, 0, 0, 4, 0, 0, 0, 8, 9, 0, 0]);
+    // Extreme k: everything or nothing; two batches.
+    let p = Trilu {
+        batch: 2,
+        rows: 3,
+        cols: 2,
+        k: 100,
+        upper: false,
+    };
+    trilu(&p, &x, &mut out);
+    assert_eq!(out, x.as_slice());
+    let p = Trilu {
+        batch: 2,
+        rows: 3,
+        cols: 2,
+        k: 100,
+        upper: true,
+    };
+    trilu(&p, &x, &mut out);
+    assert_eq!(out, [0; 12]);
+}
+
+// ---------------------------------------------------------------------------------
+// Reductions
+
+fn red<T: Elem>(op: ReduceOp, x: &[T], in_shape: &[usize], axes: &[usize]) -> Vec<T> {
+    let mut reduced = [false; RANK];
+    let mut n = 1;
+    for (d, &s) in in_shape.iter().enumerate() {
+        if axes.contains(&d) {
+            reduced[d] = true;
+        } else {
+            n *= s;
+        }
+    }
+    let p = Reduce {
+        op,
+        rank: in_shape.len(),
+        in_shape: shape(in_shape),
+        reduced,
+    };
+    let mut out = vec![T::zero(); n];
+    reduce(&p, x, &mut out);
+    out
+}
+
+/// Expected values: onnx.reference Reduce* (keepdims) on (arange(24) - 10) / 4 as
+/// [2,3,4] float32 over axes (0, 2).
+#[test]
+fn reduce_float_matches_reference() {
+    use ReduceOp::*;
+    let x: Vec<f32> = (0..24).map(|v| (v as f32 - 10.0) / 4.0).collect();
+    let cases: [(ReduceOp, [f64; 3]); 9] = [
+        (Sum, [-5.0, 3.0, 11.0]),
+        (Mean, [-0.625, 0.375, 1.375]),
+        (Max, [1.25, 2.25, 3.25]),
+        (Min, [-2.5, -1.5, -0.5]),
+        (Prod, [9.228515625, 16.611328125, 0.0]),
+        (L1, [12.0, 12.0, 12.5]),
+        (L2, [4.663689613342285, 4.44409704208374, 5.809474945068359]),
+        (
+            LogSumExp,
+            [2.3486037254333496, 3.3486037254333496, 4.34860372543335],
+        ),
+        (SumSquare, [21.75, 19.75, 33.75]),
+    ];
+    for (op, want) in cases {
+        assert_close(
+            &f64s(&red(op, &x, &[2, 3, 4], &[0, 2])),
+            &want,
+            3e-7,
+            &format!("{op:?}"),
+        );
+        let xd: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        assert_close(
+            &red(op, &xd, &[2, 3, 4], &[0, 2]),
+            &want,
+            3e-7,
+            &format!("{op:?} f64"),
+        );
+    }
+    // ReduceLogSum over axis 1 of |x| + 1.
+    let y: Vec<f32> = x.iter().map(|v| v.abs() + 1.0).collect();
+    let want = [
+        2.0149030685424805,
+        1.9095425605773926,
+        1.7917594909667969,
+        1.7491998672485352,
+        2.0149030685424805,
+        2.110213279724121,
+        2.1972246170043945,
+        2.2772672176361084,
+    ];
+    assert_close(
+        &f64s(&red(LogSum, &y, &[2, 3, 4], &[1])),
+        &want,
+        3e-7,
+        "LogSum",
+    );
+    // All axes, and none (a copy).
+    assert_eq!(red(Sum, &x, &[2, 3, 4], &[0, 1, 2]), [9.0]);
+    assert_eq!(red(Max, &x, &[2, 3, 4], &[]), x);
+    // NaN propagates through Max and Sum.
+    let n = [1.0f32, f32::NAN, 3.0];
+    assert!(red(Max, &n, &[3], &[0])[0].is_nan());
+    assert!(red(Min, &n, &[3], &[0])[0].is_nan());
+    assert!(red(Sum, &n, &[3], &[0])[0].is_nan());
+    // LogSumExp does not overflow.
+    assert_close(
+        &red(LogSumExp, &[1000.0f64, 1000.0], &[2], &[0]),
+        &[1000.0 + std::f64::consts::LN_2],
+        1e-15,
+        "lse",
+    );
+}
+
+/// Expected values: onnx.reference ReduceSum/Mean/Prod on int8 [[100,100,100],
+/// [-128,1,2]] over axis 1 (wrapping in int8; Mean truncates the wrapped sum / 3).
+#[test]
+fn reduce_integers_wrap() {
+    use ReduceOp::*;
+    let x = [100i8, 100, 100, -128, 1, 2];
+    assert_eq!(red(Sum, &x, &[2, 3], &[1]), [44, -125]);
+    assert_eq!(red(Mean, &x, &[2, 3], &[1]), [14, -41]);
+    assert_eq!(red(Prod, &x, &[2, 3], &[1]), [64, 0]);
+    assert_eq!(red(Max, &x, &[2, 3], &[0]), [100, 100, 100]);
+    assert_eq!(red(Min, &x, &[2, 3], &[0]), [-128, 1, 2]);
+    assert_eq!(red(L1, &[-3i64, 4], &[2], &[0]), [7]);
+    assert_eq!(red(SumSquare, &[u64::MAX, 2], &[2], &[0]), [5]);
+    let b = [Bool::FALSE, Bool::TRUE, Bool::FALSE, Bool::FALSE];
+    assert_eq!(red(Max, &b, &[2, 2], &[1]), [Bool::TRUE, Bool::FALSE]);
+    assert_eq!(red(Min, &b, &[2, 2], &[0]), [Bool::FALSE, Bool::FALSE]);
+}
+
+/// Empty reductions give ONNX's identities (onnx.reference: `reduce_constant`).
+#[test]
+fn reduce_empty_identities() {
+    use ReduceOp::*;
+    let e: [f32; 0] = [];
+    let one = |op| red(op, &e, &[2, 0], &[1]);
+    assert_eq!(one(Sum), [0.0, 0.0]);
+    assert_eq!(one(Prod), [1.0, 1.0]);
+    assert_eq!(one(Max), [f32::NEG_INFINITY; 2]);
+    assert_eq!(one(Min), [f32::INFINITY; 2]);
+    assert_eq!(one(LogSumExp), [f32::NEG_INFINITY; 2]);
+    assert_eq!(one(LogSum), [f32::NEG_INFINITY; 2]);
+    assert_eq!(one(L2), [0.0; 2]);
+    assert!(one(Mean)[0].is_nan());
+    let ei: [i32; 0] = [];
+    assert_eq!(red(Max, &ei, &[0, 3], &[0]), [i32::MIN; 3]);
+    assert_eq!(red(Min, &ei, &[0, 3], &[0]), [i32::MAX; 3]);
+    assert_eq!(red(Sum, &ei, &[0, 3], &[0]), [0; 3]);
+    assert_eq!(red(Prod, &ei, &[0, 3], &[0]), [1; 3]);
+    // An empty kept axis: empty output, nothing read.
+    assert!(red(Sum, &ei, &[0, 3], &[1]).is_empty());
+}
+
+/// Expected values: onnx.reference ArgMax (select_last_index=1), ArgMax with NaN,
+/// ArgMin over axis 0.
+#[test]
+fn arg_reduce_ties_and_nan() {
+    let p = |max, outer, len, inner, last| ArgReduce {
+        max,
+        outer,
+        len,
+        inner,
+        select_last_index: last,
+    };
+    let mut out = [0i64; 2];
+    arg_reduce(&p(true, 2, 3, 1, true), &[1i32, 3, 3, 2, 2, 1], &mut out);
+    assert_eq!(out, [2, 1]);
+    arg_reduce(&p(true, 2, 3, 1, false), &[1i32, 3, 3, 2, 2, 1], &mut out);
+    assert_eq!(out, [1, 0]);
+    let mut o1 = [0i64; 1];
+    arg_reduce(
+        &p(true, 1, 4, 1, false),
+        &[1.0f32, f32::NAN, 3.0, f32::NAN],
+        &mut o1,
+    );
+    assert_eq!(o1, [1]);
+    arg_reduce(
+        &p(true, 1, 4, 1, true),
+        &[1.0f32, f32::NAN, 3.0, f32::NAN],
+        &mut o1,
+    );
+    assert_eq!(o1, [3]);
+    arg_reduce(&p(false, 1, 3, 2, false), &[1i64, 3, 0, 5, 2, -1], &mut out);
+    assert_eq!(out, [1, 2]);
+}
+
+/// Expected values: onnx.reference Softmax/LogSoftmax (float64) on
+/// [[1,2,3],[-1,0,1000]] over axes 1 and 0. The reference's LogSoftmax gives -inf for
+/// the underflowing entries (it takes the log of the softmax); the kernel keeps
+/// `x - max - ln Σ`, exact there: -1001 and -1000.
+#[test]
+fn softmax_and_log_softmax() {
+    let x = [1.0f64, 2.0, 3.0, -1.0, 0.0, 1000.0];
+    let mut out = [0.0f64; 6];
+    softmax(
+        &RowSoftmax {
+            outer: 2,
+            len: 3,
+            inner: 1,
+            log: false,
+        },
+        &x,
+        &mut out,
+    );
+    assert_close(
+        &out,
+        &[
+            0.09003057317038046,
+            0.24472847105479764,
+            0.6652409557748218,
+            0.0,
+            0.0,
+            1.0,
+        ],
+        1e-15,
+        "softmax",
+    );
+    softmax(
+        &RowSoftmax {
+            outer: 2,
+            len: 3,
+            inner: 1,
+            log: true,
+        },
+        &x,
+        &mut out,
+    );
+    assert_close(
+        &out,
+        &[
+            -2.40760596444438,
+            -1.4076059644443804,
+            -0.40760596444438046,
+            -1001.0,
+            -1000.0,
+            0.0,
+        ],
+        1e-15,
+        "log_softmax",
+    );
+    softmax(
+        &RowSoftmax {
+            outer: 1,
+            len: 2,
+            inner: 3,
+            log: false,
+        },
+        &x,
+        &mut out,
+    );
+    assert_close(
+        &out,
+        &[
+            0.8807970779778823,
+            0.8807970779778823,
+            0.0,
+            0.11920292202211755,
+            0.11920292202211755,
+            1.0,
+        ],
+        1e-15,
+        "softmax axis 0",
+    );
+    let xh: Vec<f16> = [0.0f32, 0.0].iter().map(|&v| f16::from_f32(v)).collect();
+    let mut oh = [f16::ZERO; 2];
+    softmax(
+        &RowSoftmax {
+            outer: 1,
+            len: 2,
+            inner: 1,
+            log: false,
+        },
+        &xh,
+        &mut oh,
+    );
+    assert_eq!(f64s(&oh), [0.5, 0.5]);
+}
+
+/// Expected values: onnx.reference Hardmax on [[3,1,3],[0,5,5]] (first max wins).
+#[test]
+fn hardmax_first_max() {
+    let mut out = [9.0f32; 6];
+    hardmax(
+        &Hardmax {
+            outer: 2,
+            len: 3,
+            inner: 1,
+        },
+        &[3.0, 1.0, 3.0, 0.0, 5.0, 5.0],
+        &mut out,
+    );
+    assert_eq!(out, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+    let mut out = [0i32; 4];
+    hardmax(
+        &Hardmax {
+            outer: 1,
+            len: 2,
+            inner: 2,
+        },
+        &[1, 7, 4, 7],
+        &mut out,
+    );
+    assert_eq!(out, [0, 1, 1, 0]);
+}
+
+/// Expected values: onnx.reference CumSum on [[1,2,3],[4,5,6]] int32 along axis 0.
+#[test]
+fn cumsum_modes() {
+    let x = [1i32, 2, 3, 4, 5, 6];
+    let run = |exclusive, reverse| {
+        let mut out = [0i32; 6];
+        cumsum(
+            &CumSum {
+                outer: 1,
+                len: 2,
+                inner: 3,
+                exclusive,
+                reverse,
+            },
+            &x,
+            &mut out,
+        );
+        out
+    };
+    assert_eq!(run(false, false), [1, 2, 3, 5, 7, 9]);
+    assert_eq!(run(false, true), [5, 7, 9, 4, 5, 6]);
+    assert_eq!(run(true, false), [0, 0, 0, 1, 2, 3]);
+    assert_eq!(run(true, true), [4, 5, 6, 0, 0, 0]);
+    let mut out = [0u8; 3];
+    cumsum(
+        &CumSum {
+            outer: 1,
+            len: 3,
+            inner: 1,
+            exclusive: false,
+            reverse: false,
+        },
+        &[200u8, 100, 1],
+        &mut out,
+    );
+    assert_eq!(out, [200, 44, 45]);
+    let mut out = [0.0f32; 3];
+    cumsum(
+        &CumSum {
+            outer: 1,
+            len: 3,
+            inner: 1,
+            exclusive: false,
+            reverse: true,
+        },
+        &[1e8f32, 1.0, -1e8],
+        &mut out,
+    );
+    assert_eq!(out, [1.0, -99999999.0, -1e8]);
+}
+
+// ---------------------------------------------------------------------------------
+// MatMul
+
+fn mm_params(m: usize, n: usize, k: usize, batch: &[usize], sa: &[usize], sb: &[usize]) -> MatMul {
+    let mut a = [0; RANK];
+    let mut b = [0; RANK];
+    a[..sa.len()].copy_from_slice(sa);
+    b[..sb.len()].copy_from_slice(sb);
+    MatMul {
+        m,
+        n,
+        k,
+        batch_rank: batch.len(),
+        batch_shape: shape(batch),
+        a_batch_strides: a,
+        b_batch_strides: b,
+    }
+}
+
+/// Expected values: `np.matmul` of int8 [2,3,4] (((arange % 7) - 3) · 11) by
+/// [1,4,5] (((arange % 5) - 2) · 13), wrapping in int8; b broadcast over the batch.
+#[test]
+fn matmul_int8_wraps_and_broadcasts() {
+    let a: Vec<i8> = (0..24).map(|v| ((v % 7) - 3) * 11).collect();
+    let b: Vec<i8> = (0..20).map(|v| ((v % 5) - 2) * 13).collect();
+    let mut out = [0i8; 30];
+    matmul(&mm_params(3, 5, 4, &[2], &[1], &[0]), &a, &b, &mut out);
+    assert_eq!(
+        out,
+        [
+            -76, 90, 0, -90, 76, -90, 83, 0, -83, 90, 60, 30, 0, -30, -60, 0, 0, 0, 0, 0, -60, -30,
+            0, 30, 60, 90, -83, 0, 83, -90
+        ]
+    );
+}
+
+#[test]
+fn matmul_floats_and_edges() {
+    // f16 [2,3]·[3,2]: expected values from NumPy in float64, rounded to float16.
+    let a: Vec<f16> = (0..6).map(|v| f16::from_f64(v as f64 / 7.0)).collect();
+    let b: Vec<f16> = (0..6).map(|v| f16::from_f64(v as f64 - 2.5)).collect();
+    let mut out = [f16::ZERO; 4];
+    matmul(&mm_params(2, 2, 3, &[], &[], &[]), &a, &b, &mut out);
+    assert_eq!(
+        f64s(&out),
+        [0.35693359375, 0.78564453125, -0.28515625, 1.4287109375]
+    );
+    // Batch [2,2] with a broadcast along the first axis, b along the second; f64,
+    // wider than one accumulator tile (n = 300).
+    let (m, n, k) = (2, 300, 3);
+    let a: Vec<f64> = (0..2 * m * k).map(|v| v as f64).collect(); // a: [1,2,m,k]
+    let b: Vec<f64> = (0..2 * k * n).map(|v| (v % 17) as f64 - 8.0).collect(); // b: [2,1,k,n]
+    let mut out = vec![0.0f64; 4 * m * n];
+    matmul(
+        &mm_params(m, n, k, &[2, 2], &[0, 1], &[1, 0]),
+        &a,
+        &b,
+        &mut out,
+    );
+    for bi in 0..2 {
+        for bj in 0..2 {
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|kk| a[bj * m * k + i * k + kk] * b[bi * k * n + kk * n + j])
+                        .sum();
+                    assert_eq!(out[((bi * 2 + bj) * m + i) * n + j], want);
+                }
+            }
+        }
+    }
+    // k = 0 gives zeros; u64 wraps.
+    let mut out = [7i32; 4];
+    matmul(&mm_params(2, 2, 0, &[], &[], &[]), &[], &[], &mut out);
+    assert_eq!(out, [0; 4]);
+    let mut out = [0u64; 1];
+    matmul(
+        &mm_params(1, 1, 2, &[], &[], &[]),
+        &[u64::MAX, 2],
+        &[2, 3],
+        &mut out,
+    );
+    assert_eq!(out, [4]);
 }

@@ -40,8 +40,8 @@ impl<const K: usize> Walk<K> {
                 w.rank += 1;
                 r
             };
-            for k in 0..K {
-                w.strides[k][slot] = strides[k][d];
+            for (ws, s) in w.strides.iter_mut().zip(&strides) {
+                ws[slot] = s[d];
             }
         }
         w.rank = w.rank.max(1);
@@ -80,14 +80,14 @@ impl<const K: usize> Walk<K> {
                 }
                 d -= 1;
                 idx[d] += 1;
-                for k in 0..K {
-                    off[k] += self.strides[k][d];
+                for (o, s) in off.iter_mut().zip(&self.strides) {
+                    *o += s[d];
                 }
                 if idx[d] < self.shape[d] {
                     break;
                 }
-                for k in 0..K {
-                    off[k] -= self.strides[k][d] * self.shape[d] as isize;
+                for (o, s) in off.iter_mut().zip(&self.strides) {
+                    *o -= s[d] * self.shape[d] as isize;
                 }
                 idx[d] = 0;
             }

@@ -1,7 +1,7 @@
 //! Element-wise kernels over every element type: unary functions, broadcast binary
 //! operators and comparisons, Where, Cast, IsNaN/IsInf and Range.
 //!
-//! Broadcasting walks the simplified index space ([`Walk`]) and hands each innermost
+//! Broadcasting walks the simplified index space (`layout::Walk`) and hands each innermost
 //! run to a loop specialised for the operands' run strides (1 or 0), so equal-shaped
 //! contiguous operands become one flat loop. The common operators are matched once
 //! outside the loop so that the per-element `match` in [`Elem::binary`] folds away.

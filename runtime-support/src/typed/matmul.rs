@@ -1,6 +1,6 @@
 //! Matrix product for the element types the f32 GEMM does not cover.
 //!
-//! An i-k-j loop over column tiles of [`TILE`] with the accumulators on the stack:
+//! An i-k-j loop over column tiles of `TILE` with the accumulators on the stack:
 //! rows of `b` are read contiguously, nothing is allocated, floats accumulate in `f64`
 //! and integers in `i64` (wrapping, which equals NumPy's wrapping in the element type
 //! modulo its width).

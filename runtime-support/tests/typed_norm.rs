@@ -1,4 +1,4 @@
-//! Typed normalisation kernels against the ONNX reference implementation (onnx
+//! Typed normalisation and recurrent kernels against the ONNX reference implementation (onnx
 //! `onnx.reference.ops`, NumPy in float64): every expected literal below was printed
 //! by the reference (`_layer_normalization`, `_rms_normalization`,
 //! `_batchnorm_test_mode`, the node tests' `_group_normalization` and
@@ -526,4 +526,491 @@ fn lrn_odd_and_even_size() {
         ],
         2e-3,
     );
+}
+
+// Recurrent layers (typed/recurrent.rs) against `onnx.reference.ReferenceEvaluator` on
+// one-node float64 models (opset 14). Inputs are `sin(a·i + b)·s` sequences, built
+// identically here and in the generating script.
+
+fn sines(n: usize, a: f64, b: f64, s: f64) -> Vec<f64> {
+    (0..n).map(|i| (a * i as f64 + b).sin() * s).collect()
+}
+
+/// `x` as `[seq 3, batch 2, input 2]`, and the same transposed to `[batch, seq, input]`.
+fn rnn_x() -> (Vec<f64>, Vec<f64>) {
+    let x = sines(12, 0.37, 0.1, 1.0);
+    let mut xb = vec![0.0; 12];
+    for t in 0..3 {
+        for b in 0..2 {
+            for k in 0..2 {
+                xb[(b * 3 + t) * 2 + k] = x[(t * 2 + b) * 2 + k];
+            }
+        }
+    }
+    (x, xb)
+}
+
+const LSTM_FWD_Y: &[f64] = &[
+    0.05059993500467151,
+    0.04139759844477261,
+    0.16317327353654404,
+    -0.06359186766832378,
+    0.23683574321050596,
+    0.14582769350436683,
+    -0.14051779811378698,
+    0.018523321223923417,
+    0.19243125967990762,
+    -0.10307047711806902,
+    0.1019620751174981,
+    0.19792602406229318,
+    -0.047136522268292895,
+    -0.006947255323457393,
+    0.14814656771917123,
+    0.0499013769531385,
+    0.01103781926439518,
+    -0.058131074433218875,
+];
+const LSTM_FWD_YH: &[f64] = &[
+    -0.047136522268292895,
+    -0.006947255323457393,
+    0.14814656771917123,
+    0.0499013769531385,
+    0.01103781926439518,
+    -0.058131074433218875,
+];
+const LSTM_FWD_YC: &[f64] = &[
+    -0.09746234436055169,
+    -0.013865479131256544,
+    0.278282913227229,
+    0.09662390923259787,
+    0.0294108828046533,
+    -0.10277489751358299,
+];
+const LSTM_BI_Y: &[f64] = &[
+    -0.07097483105816324,
+    0.023060124858935205,
+    0.043556160042793834,
+    0.12520355397619243,
+    0.014434806338059703,
+    -0.20029813326887058,
+    -0.20948348624937022,
+    0.007722792411123976,
+    0.11445149365830694,
+    0.12512641978112768,
+    0.017317109276553614,
+    -0.22462658915653894,
+    -0.11672688655535789,
+    -0.018707327408981567,
+    0.07565228456728064,
+    -0.030959406377728642,
+    0.0174480899178815,
+    0.018378866984384755,
+    -0.17841877958278624,
+    0.018959208424335947,
+    0.08627684784763909,
+    0.11651740611254098,
+    0.017807708027660445,
+    -0.2480897629928975,
+    -0.19931180776677773,
+    -0.015263516600311427,
+    0.14217827769303482,
+    -0.021397806997740625,
+    0.016916563668311825,
+    -0.0853434011743774,
+    -0.038285836863708365,
+    -0.013427204087533432,
+    -0.09293523638124548,
+    -0.1465349035134381,
+    -0.017094339422727315,
+    0.09235399539884907,
+];
+const LSTM_BI_YH: &[f64] = &[
+    -0.11672688655535789,
+    -0.018707327408981567,
+    0.07565228456728064,
+    0.12520355397619243,
+    0.014434806338059703,
+    -0.20029813326887058,
+    -0.038285836863708365,
+    -0.013427204087533432,
+    -0.09293523638124548,
+    0.11651740611254098,
+    0.017807708027660445,
+    -0.2480897629928975,
+];
+const LSTM_BI_YC: &[f64] = &[
+    -0.23504233809914396,
+    -0.03865276045351198,
+    0.1511055809417784,
+    0.26415766828898457,
+    0.034352804893488575,
+    -0.38416687753869305,
+    -0.07153494640416053,
+    -0.03853632945101926,
+    -0.17254148883721301,
+    0.21527628114755917,
+    0.05736955077015318,
+    -0.4925942294934758,
+];
+const GRU_BI_Y: &[f64] = &[
+    -0.0029938928132239584,
+    0.2427209760351532,
+    0.2324884852491555,
+    -0.07762604568437745,
+    0.10353962824238737,
+    -0.046401847666184895,
+    0.17424407463240843,
+    -0.32912508029393284,
+    0.0446605775951206,
+    0.22991857478985034,
+    -0.21110964334641574,
+    0.15559299666266835,
+    -0.21395349447840245,
+    0.3072159332150294,
+    0.3546860346246703,
+    -0.23857010961960975,
+    0.15784603260591468,
+    0.09155653843774615,
+    0.25358840833995494,
+    -0.39036899144352194,
+    -0.03324251755323265,
+    0.18588874306363662,
+    0.1069292603695195,
+    0.11611829203323937,
+    -0.18852266957364502,
+    0.0707571187428976,
+    0.1991880259323244,
+    0.1293497099458792,
+    -0.22442525294711269,
+    -0.0572752620786279,
+    -0.05887796744365267,
+    -0.1507791228540538,
+    -0.09684372051709916,
+    0.11846747449160291,
+    0.5930824043083781,
+    0.10227789901117158,
+];
+const GRU_BI_YH: &[f64] = &[
+    -0.18852266957364502,
+    0.0707571187428976,
+    0.1991880259323244,
+    0.1293497099458792,
+    -0.22442525294711269,
+    -0.0572752620786279,
+    0.17424407463240843,
+    -0.32912508029393284,
+    0.0446605775951206,
+    0.22991857478985034,
+    -0.21110964334641574,
+    0.15559299666266835,
+];
+const GRU_REV_LBR_Y: &[f64] = &[
+    -0.1505450504656415,
+    0.20157311923004084,
+    0.19722691540644327,
+    -0.12665365819042596,
+    0.16016671777745253,
+    0.26498073472317013,
+    -0.14423334175803598,
+    0.15791769109959808,
+    0.2781204108075768,
+    0.051632572490991596,
+    -0.034233617728222754,
+    0.11294534378181433,
+    0.06513206316674476,
+    -0.02987577285241737,
+    0.009647147308497726,
+    0.31283311989819645,
+    -0.22340642610484077,
+    -0.08799405673345641,
+];
+const GRU_REV_LBR_YH: &[f64] = &[
+    -0.1505450504656415,
+    0.20157311923004084,
+    0.19722691540644327,
+    -0.12665365819042596,
+    0.16016671777745253,
+    0.26498073472317013,
+];
+const RNN_Y: &[f64] = &[
+    0.7470680009511181,
+    0.6825660806242192,
+    -0.08048049631565986,
+    0.8459115933612296,
+    0.923354510574445,
+    -0.5320290114627776,
+    0.45391781666473113,
+    0.8189745821207964,
+    0.39920173995845065,
+    0.6303341328474381,
+    0.7449325837058949,
+    -0.016393903395943498,
+    0.7745132644524465,
+    0.88755651470292,
+    -0.2883673639668431,
+    0.25423183684168515,
+    0.6403800354486976,
+    0.6841777243851739,
+];
+const RNN_YH: &[f64] = &[
+    0.45391781666473113,
+    0.8189745821207964,
+    0.39920173995845065,
+    0.25423183684168515,
+    0.6403800354486976,
+    0.6841777243851739,
+];
+
+const LSTM_ACT: [RnnActivation; 6] = [
+    RnnActivation::Sigmoid,
+    RnnActivation::Tanh,
+    RnnActivation::Tanh,
+    RnnActivation::Sigmoid,
+    RnnActivation::Tanh,
+    RnnActivation::Tanh,
+];
+
+#[test]
+fn lstm_forward_full_inputs() {
+    let (x, _) = rnn_x();
+    let p = Lstm {
+        seq_len: 3,
+        batch: 2,
+        input_size: 2,
+        hidden: 3,
+        direction: RnnDirection::Forward,
+        layout: 0,
+        activations: LSTM_ACT,
+        has_clip: false,
+        clip: 0.0,
+        input_forget: false,
+    };
+    let (w, r, b) = (
+        sines(24, 0.91, 0.2, 0.5),
+        sines(36, 0.53, 0.3, 0.5),
+        sines(24, 0.29, 0.4, 0.3),
+    );
+    let (h0, c0, pp) = (
+        sines(6, 0.71, 0.5, 0.4),
+        sines(6, 0.43, 0.6, 0.4),
+        sines(9, 0.17, 0.7, 0.3),
+    );
+    let (mut y, mut yh, mut yc) = (vec![0.0; 18], vec![0.0; 6], vec![0.0; 6]);
+    let mut scratch = vec![0.0; p.scratch_len()];
+    lstm(
+        &p,
+        &x,
+        &w,
+        &r,
+        &b,
+        &h0,
+        &c0,
+        &pp,
+        &mut y,
+        &mut yh,
+        &mut yc,
+        &mut scratch,
+    );
+    close(&y, LSTM_FWD_Y, 1e-12);
+    close(&yh, LSTM_FWD_YH, 1e-12);
+    close(&yc, LSTM_FWD_YC, 1e-12);
+    // Only Y_c requested; a clip far above every value changes nothing.
+    let p = Lstm {
+        has_clip: true,
+        clip: 1e6,
+        ..p
+    };
+    let mut yc = vec![0.0; 6];
+    lstm(
+        &p,
+        &x,
+        &w,
+        &r,
+        &b,
+        &h0,
+        &c0,
+        &pp,
+        &mut [],
+        &mut [],
+        &mut yc,
+        &mut scratch,
+    );
+    close(&yc, LSTM_FWD_YC, 1e-12);
+    // float16 runs too (state rounded to f16 between steps).
+    let n = narrow::<f16>;
+    let mut y16 = vec![f16::ZERO; 18];
+    let mut s16 = vec![f16::ZERO; p.scratch_len()];
+    lstm(
+        &p,
+        &n(&x),
+        &n(&w),
+        &n(&r),
+        &n(&b),
+        &n(&h0),
+        &n(&c0),
+        &n(&pp),
+        &mut y16,
+        &mut [],
+        &mut [],
+        &mut s16,
+    );
+    close(&widen(&y16), LSTM_FWD_Y, 1e-2);
+}
+
+#[test]
+fn lstm_bidirectional_batch_major() {
+    let (_, xb) = rnn_x();
+    let p = Lstm {
+        seq_len: 3,
+        batch: 2,
+        input_size: 2,
+        hidden: 3,
+        direction: RnnDirection::Bidirectional,
+        layout: 1,
+        activations: LSTM_ACT,
+        has_clip: false,
+        clip: 0.0,
+        input_forget: false,
+    };
+    let (w, r) = (sines(48, 0.91, 0.2, 0.5), sines(72, 0.53, 0.3, 0.5));
+    let (mut y, mut yh, mut yc) = (vec![0.0; 36], vec![0.0; 12], vec![0.0; 12]);
+    let mut scratch = vec![0.0; p.scratch_len()];
+    lstm(
+        &p,
+        &xb,
+        &w,
+        &r,
+        &[],
+        &[],
+        &[],
+        &[],
+        &mut y,
+        &mut yh,
+        &mut yc,
+        &mut scratch,
+    );
+    close(&y, LSTM_BI_Y, 1e-12);
+    close(&yh, LSTM_BI_YH, 1e-12);
+    close(&yc, LSTM_BI_YC, 1e-12);
+}
+
+#[test]
+fn lstm_input_forget_and_clip() {
+    // By hand: one step, one unit, zero weights but biases: pre-activations are the
+    // biases, i = σ(1), c̃ = tanh(clip(3, 0.5)), f = 1 - i, C = i·c̃, H = σ(2)·tanh(C).
+    let p = Lstm {
+        seq_len: 1,
+        batch: 1,
+        input_size: 1,
+        hidden: 1,
+        direction: RnnDirection::Forward,
+        layout: 0,
+        activations: LSTM_ACT,
+        has_clip: true,
+        clip: 0.5,
+        input_forget: true,
+    };
+    let b = [1.0, 2.0, -7.0, 3.0, 0.0, 0.0, 0.0, 0.0];
+    let (mut yh, mut yc) = ([0.0], [0.0]);
+    let mut scratch = vec![0.0; p.scratch_len()];
+    lstm(
+        &p,
+        &[1.0],
+        &[0.0; 4],
+        &[0.0; 4],
+        &b,
+        &[],
+        &[0.25],
+        &[],
+        &mut [],
+        &mut yh,
+        &mut yc,
+        &mut scratch,
+    );
+    let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+    let (i, ct) = (sig(0.5), 0.5f64.tanh());
+    let c = (1.0 - i) * 0.25 + i * ct;
+    close(&yc, &[c], 1e-15);
+    close(&yh, &[sig(0.5) * c.tanh()], 1e-15);
+}
+
+#[test]
+fn gru_bidirectional_and_linear_before_reset() {
+    let (x, _) = rnn_x();
+    let p = Gru {
+        seq_len: 3,
+        batch: 2,
+        input_size: 2,
+        hidden: 3,
+        direction: RnnDirection::Bidirectional,
+        layout: 0,
+        activations: [
+            RnnActivation::Sigmoid,
+            RnnActivation::Tanh,
+            RnnActivation::Sigmoid,
+            RnnActivation::Tanh,
+        ],
+        has_clip: false,
+        clip: 0.0,
+        linear_before_reset: false,
+    };
+    let (w, r, b) = (
+        sines(36, 0.91, 0.2, 0.5),
+        sines(54, 0.53, 0.3, 0.5),
+        sines(36, 0.29, 0.4, 0.3),
+    );
+    let h0 = sines(12, 0.71, 0.5, 0.4);
+    let (mut y, mut yh) = (vec![0.0; 36], vec![0.0; 12]);
+    let mut scratch = vec![0.0; p.scratch_len()];
+    gru(&p, &x, &w, &r, &b, &h0, &mut y, &mut yh, &mut scratch);
+    close(&y, GRU_BI_Y, 1e-12);
+    close(&yh, GRU_BI_YH, 1e-12);
+
+    let p = Gru {
+        direction: RnnDirection::Reverse,
+        linear_before_reset: true,
+        ..p
+    };
+    let (mut y, mut yh) = (vec![0.0; 18], vec![0.0; 6]);
+    let mut scratch = vec![0.0; p.scratch_len()];
+    gru(
+        &p,
+        &x,
+        &w[..18],
+        &r[..27],
+        &b[..18],
+        &[],
+        &mut y,
+        &mut yh,
+        &mut scratch,
+    );
+    close(&y, GRU_REV_LBR_Y, 1e-12);
+    close(&yh, GRU_REV_LBR_YH, 1e-12);
+}
+
+#[test]
+fn rnn_batch_major_with_bias() {
+    let (_, xb) = rnn_x();
+    let p = Rnn {
+        seq_len: 3,
+        batch: 2,
+        input_size: 2,
+        hidden: 3,
+        direction: RnnDirection::Forward,
+        layout: 1,
+        activations: [RnnActivation::Tanh; 2],
+        has_clip: false,
+        clip: 0.0,
+    };
+    let (w, r, b) = (
+        sines(6, 0.91, 0.2, 0.5),
+        sines(9, 0.53, 0.3, 0.5),
+        sines(6, 0.29, 0.4, 0.3),
+    );
+    let h0 = sines(6, 0.71, 0.5, 0.4);
+    let (mut y, mut yh) = (vec![0.0; 18], vec![0.0; 6]);
+    let mut scratch = vec![0.0; p.scratch_len()];
+    rnn(&p, &xb, &w, &r, &b, &h0, &mut y, &mut yh, &mut scratch);
+    close(&y, RNN_Y, 1e-12);
+    close(&yh, RNN_YH, 1e-12);
 }

@@ -1,1 +1,628 @@
-//! Recurrent layers (LSTM, GRU, RNN) over the float element types.
+//! Recurrent layers over the float element types: ONNX LSTM, GRU and RNN.
+//!
+//! Arithmetic is `f64` within a step; the recurrent state (`H`, and `C` for LSTM)
+//! is kept in `T` between steps, in a caller-provided scratch slice (nothing
+//! allocates): `Params::scratch_len()` elements, which the compiler plans in the arena
+//! like any other tensor. The directions run one after the other and share it.
+//!
+//! `sequence_lens` is not an input: every batch entry runs the whole `seq_len` steps
+//! (all ONNX node tests use full lengths); the compiler must reject a `sequence_lens`
+//! it cannot prove full.
+//!
+//! Layouts (ONNX `layout`): 0 is `X [seq, batch, input]`, `Y [seq, dirs, batch,
+//! hidden]`, `Y_h`/`Y_c`/`initial_h`/`initial_c` `[dirs, batch, hidden]`; 1 is
+//! `X [batch, seq, input]`, `Y [batch, seq, dirs, hidden]`, states `[batch, dirs,
+//! hidden]`. Weights are always `W [dirs, gates·hidden, input]`, `R [dirs,
+//! gates·hidden, hidden]`, `B [dirs, 2·gates·hidden]` (Wb then Rb).
+
+use super::elem::Elem;
+use serde::Serialize;
+
+/// An activation function of the recurrent operators (ONNX `activations`, with
+/// `activation_alpha`/`activation_beta` already resolved to their defaults by the
+/// compiler).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum RnnActivation {
+    Sigmoid,
+    Tanh,
+    Relu,
+    /// `alpha · x + beta`.
+    Affine {
+        alpha: f32,
+        beta: f32,
+    },
+    LeakyRelu {
+        alpha: f32,
+    },
+    ThresholdedRelu {
+        alpha: f32,
+    },
+    /// `alpha · tanh(beta · x)`.
+    ScaledTanh {
+        alpha: f32,
+        beta: f32,
+    },
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
+    Elu {
+        alpha: f32,
+    },
+    Softsign,
+    Softplus,
+}
+
+impl RnnActivation {
+    fn apply(self, x: f64) -> f64 {
+        use RnnActivation::*;
+        match self {
+            Sigmoid => {
+                if x >= 0.0 {
+                    1.0 / (1.0 + (-x).exp())
+                } else {
+                    let e = x.exp();
+                    e / (1.0 + e)
+                }
+            }
+            Tanh => x.tanh(),
+            Relu => x.max(0.0),
+            Affine { alpha, beta } => alpha as f64 * x + beta as f64,
+            LeakyRelu { alpha } => {
+                if x < 0.0 {
+                    alpha as f64 * x
+                } else {
+                    x
+                }
+            }
+            ThresholdedRelu { alpha } => {
+                if x > alpha as f64 {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            ScaledTanh { alpha, beta } => alpha as f64 * (beta as f64 * x).tanh(),
+            HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
+            Elu { alpha } => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    alpha as f64 * x.exp_m1()
+                }
+            }
+            Softsign => x / (1.0 + x.abs()),
+            Softplus => {
+                if x > 0.0 {
+                    x + (-x).exp().ln_1p()
+                } else {
+                    x.exp().ln_1p()
+                }
+            }
+        }
+    }
+}
+
+/// ONNX `direction`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RnnDirection {
+    Forward,
+    Reverse,
+    Bidirectional,
+}
+
+impl RnnDirection {
+    const fn count(self) -> usize {
+        match self {
+            RnnDirection::Bidirectional => 2,
+            _ => 1,
+        }
+    }
+
+    /// Whether direction `d` runs from the last step to the first.
+    fn reversed(self, d: usize) -> bool {
+        matches!(self, RnnDirection::Reverse) || d == 1
+    }
+}
+
+/// The shape of one recurrent node, shared by the three operators.
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    seq_len: usize,
+    batch: usize,
+    input: usize,
+    hidden: usize,
+    dirs: usize,
+    layout: u8,
+}
+
+impl Geometry {
+    fn x_row(&self, t: usize, b: usize) -> usize {
+        let r = if self.layout == 0 {
+            t * self.batch + b
+        } else {
+            b * self.seq_len + t
+        };
+        r * self.input
+    }
+
+    fn y_row(&self, t: usize, d: usize, b: usize) -> usize {
+        let r = if self.layout == 0 {
+            (t * self.dirs + d) * self.batch + b
+        } else {
+            (b * self.seq_len + t) * self.dirs + d
+        };
+        r * self.hidden
+    }
+
+    fn state_row(&self, d: usize, b: usize) -> usize {
+        let r = if self.layout == 0 {
+            d * self.batch + b
+        } else {
+            b * self.dirs + d
+        };
+        r * self.hidden
+    }
+
+    fn state_len(&self) -> usize {
+        self.dirs * self.batch * self.hidden
+    }
+
+    /// Checks the operands every operator has.
+    fn check<T>(&self, what: &str, gates: usize, x: &[T], w: &[T], r: &[T], b: &[T]) {
+        assert!(self.layout <= 1, "{what}: layout {}", self.layout);
+        let (h, g) = (self.hidden, gates);
+        assert_eq!(x.len(), self.seq_len * self.batch * self.input, "{what}: X");
+        assert_eq!(w.len(), self.dirs * g * h * self.input, "{what}: W");
+        assert_eq!(r.len(), self.dirs * g * h * h, "{what}: R");
+        assert!(
+            b.is_empty() || b.len() == self.dirs * 2 * g * h,
+            "{what}: B"
+        );
+    }
+
+    /// Checks an optional operand of the state's shape (empty: absent).
+    fn check_state<T>(&self, what: &str, name: &str, v: &[T]) {
+        assert!(
+            v.is_empty() || v.len() == self.state_len(),
+            "{what}: {name}"
+        );
+    }
+
+    /// Runs direction `d` over the sequence. `cell(t, b, x_row, h_prev, h_new, c, tmp)`
+    /// computes one batch row of a step: reads the previous hidden state `h_prev`
+    /// (`hidden` elements), writes `h_new`, updates the row `c` of the cell state in
+    /// place (LSTM; empty otherwise) and may use `tmp` (`hidden` elements when given).
+    /// Writes `Y` after every step and the final `Y_h`, `Y_c` (each possibly empty).
+    #[allow(clippy::too_many_arguments)]
+    fn run<T: Elem>(
+        &self,
+        d: usize,
+        reversed: bool,
+        x: &[T],
+        initial: [&[T]; 2],
+        scratch: &mut [T],
+        with_c: bool,
+        with_tmp: bool,
+        y: &mut [T],
+        finals: [&mut [T]; 2],
+        mut cell: impl FnMut(&[T], &[T], &mut [T], &mut [T], &mut [T]),
+    ) {
+        let n = self.batch * self.hidden;
+        let (ha, rest) = scratch.split_at_mut(n);
+        let (hb, rest) = rest.split_at_mut(n);
+        let (c, rest) = rest.split_at_mut(if with_c { n } else { 0 });
+        let tmp = &mut rest[..if with_tmp { n } else { 0 }];
+        let mut bufs = [ha, hb];
+        let h = self.hidden;
+        // Initial states, zero when absent.
+        for b in 0..self.batch {
+            let at = self.state_row(d, b);
+            fill_state(&mut bufs[0][b * h..][..h], initial[0], at);
+            if with_c {
+                fill_state(&mut c[b * h..][..h], initial[1], at);
+            }
+        }
+        for s in 0..self.seq_len {
+            let t = if reversed { self.seq_len - 1 - s } else { s };
+            let [prev, next] = &mut bufs;
+            for b in 0..self.batch {
+                let xr = &x[self.x_row(t, b)..][..self.input];
+                let cr = if with_c {
+                    &mut c[b * h..][..h]
+                } else {
+                    &mut [][..]
+                };
+                let tr = if with_tmp {
+                    &mut tmp[b * h..][..h]
+                } else {
+                    &mut [][..]
+                };
+                cell(xr, &prev[b * h..][..h], &mut next[b * h..][..h], cr, tr);
+                if !y.is_empty() {
+                    y[self.y_row(t, d, b)..][..h].copy_from_slice(&next[b * h..][..h]);
+                }
+            }
+            bufs.swap(0, 1);
+        }
+        let [y_h, y_c] = finals;
+        for b in 0..self.batch {
+            let at = self.state_row(d, b);
+            if !y_h.is_empty() {
+                y_h[at..][..h].copy_from_slice(&bufs[0][b * h..][..h]);
+            }
+            if !y_c.is_empty() && with_c {
+                y_c[at..][..h].copy_from_slice(&c[b * h..][..h]);
+            }
+        }
+    }
+}
+
+/// Copies one row of an optional initial state (zeros when `init` is empty).
+fn fill_state<T: Elem>(dst: &mut [T], init: &[T], at: usize) {
+    if init.is_empty() {
+        dst.fill(T::zero());
+    } else {
+        dst.copy_from_slice(&init[at..][..dst.len()]);
+    }
+}
+
+/// `Σ a[k] · b[k]` in `f64`.
+#[inline]
+fn dot<T: Elem>(a: &[T], b: &[T]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a.to_f64() * b.to_f64()).sum()
+}
+
+/// `x` clipped to `[-clip, clip]` when `clip` is given.
+#[inline]
+fn clip(x: f64, clip: Option<f64>) -> f64 {
+    match clip {
+        Some(c) => x.clamp(-c, c),
+        None => x,
+    }
+}
+
+/// ONNX LSTM (opset 7/14).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Lstm {
+    pub seq_len: usize,
+    pub batch: usize,
+    pub input_size: usize,
+    pub hidden: usize,
+    pub direction: RnnDirection,
+    pub layout: u8,
+    /// `f, g, h` per direction (forward first); default `Sigmoid, Tanh, Tanh`.
+    pub activations: [RnnActivation; 6],
+    pub has_clip: bool,
+    pub clip: f32,
+    /// Couples the input and forget gates: `f = 1 - i`.
+    pub input_forget: bool,
+}
+
+impl Lstm {
+    /// Elements of `T` the `scratch` argument of [`lstm`] holds.
+    pub const fn scratch_len(&self) -> usize {
+        3 * self.batch * self.hidden
+    }
+
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            seq_len: self.seq_len,
+            batch: self.batch,
+            input: self.input_size,
+            hidden: self.hidden,
+            dirs: self.direction.count(),
+            layout: self.layout,
+        }
+    }
+}
+
+/// ONNX LSTM, gates in ONNX order `i, o, f, c`:
+/// `i = f(Xi + Hi + bi + Pi ⊙ C₋)`, `f = f(Xf + Hf + bf + Pf ⊙ C₋)` (or `1 - i` with
+/// `input_forget`), `c̃ = g(Xc + Hc + bc)`, `C = f ⊙ C₋ + i ⊙ c̃`,
+/// `o = f(Xo + Ho + bo + Po ⊙ C)`, `H = o ⊙ h(C)`; `clip` bounds every activation's
+/// input. `b` (`[dirs, 8·hidden]`), `initial_h`, `initial_c`, `peephole`
+/// (`[dirs, 3·hidden]`, order `i, o, f`) may be empty (zeros); so may the outputs
+/// `y`, `y_h`, `y_c` (not requested).
+#[allow(clippy::too_many_arguments)]
+pub fn lstm<T: Elem>(
+    p: &Lstm,
+    x: &[T],
+    w: &[T],
+    r: &[T],
+    b: &[T],
+    initial_h: &[T],
+    initial_c: &[T],
+    peephole: &[T],
+    y: &mut [T],
+    y_h: &mut [T],
+    y_c: &mut [T],
+    scratch: &mut [T],
+) {
+    let g = p.geometry();
+    let (h, input) = (p.hidden, p.input_size);
+    g.check("lstm", 4, x, w, r, b);
+    g.check_state("lstm", "initial_h", initial_h);
+    g.check_state("lstm", "initial_c", initial_c);
+    g.check_state("lstm", "Y_h", y_h);
+    g.check_state("lstm", "Y_c", y_c);
+    assert!(
+        peephole.is_empty() || peephole.len() == g.dirs * 3 * h,
+        "lstm: P"
+    );
+    assert!(
+        y.is_empty() || y.len() == p.seq_len * g.state_len(),
+        "lstm: Y"
+    );
+    assert_eq!(scratch.len(), p.scratch_len(), "lstm: scratch");
+    let limit = p.has_clip.then_some(p.clip as f64);
+    for d in 0..g.dirs {
+        let w = &w[d * 4 * h * input..][..4 * h * input];
+        let r = &r[d * 4 * h * h..][..4 * h * h];
+        let b = if b.is_empty() {
+            b
+        } else {
+            &b[d * 8 * h..][..8 * h]
+        };
+        let pp = if peephole.is_empty() {
+            peephole
+        } else {
+            &peephole[d * 3 * h..][..3 * h]
+        };
+        let [fa, ga, ha] = [0, 1, 2].map(|k| p.activations[3 * d + k]);
+        // Pre-activation of gate `k` (0 i, 1 o, 2 f, 3 c) for hidden unit `j`.
+        let pre = |k: usize, j: usize, xr: &[T], hr: &[T]| {
+            let row = k * h + j;
+            let mut v = dot(xr, &w[row * input..][..input]) + dot(hr, &r[row * h..][..h]);
+            if !b.is_empty() {
+                v += b[row].to_f64() + b[4 * h + row].to_f64();
+            }
+            v
+        };
+        let peep = |k: usize, j: usize| {
+            if pp.is_empty() {
+                0.0
+            } else {
+                pp[k * h + j].to_f64()
+            }
+        };
+        g.run(
+            d,
+            p.direction.reversed(d),
+            x,
+            [initial_h, initial_c],
+            scratch,
+            true,
+            false,
+            y,
+            [&mut *y_h, &mut *y_c],
+            |xr, hr, out, c, _| {
+                for j in 0..h {
+                    let c0 = c[j].to_f64();
+                    let i = fa.apply(clip(pre(0, j, xr, hr) + peep(0, j) * c0, limit));
+                    let f = if p.input_forget {
+                        1.0 - i
+                    } else {
+                        fa.apply(clip(pre(2, j, xr, hr) + peep(2, j) * c0, limit))
+                    };
+                    let ct = ga.apply(clip(pre(3, j, xr, hr), limit));
+                    let c1 = f * c0 + i * ct;
+                    let o = fa.apply(clip(pre(1, j, xr, hr) + peep(1, j) * c1, limit));
+                    c[j] = T::from_f64(c1);
+                    out[j] = T::from_f64(o * ha.apply(c1));
+                }
+            },
+        );
+    }
+}
+
+/// ONNX GRU (opset 7/14).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Gru {
+    pub seq_len: usize,
+    pub batch: usize,
+    pub input_size: usize,
+    pub hidden: usize,
+    pub direction: RnnDirection,
+    pub layout: u8,
+    /// `f, g` per direction (forward first); default `Sigmoid, Tanh`.
+    pub activations: [RnnActivation; 4],
+    pub has_clip: bool,
+    pub clip: f32,
+    pub linear_before_reset: bool,
+}
+
+impl Gru {
+    /// Elements of `T` the `scratch` argument of [`gru`] holds.
+    pub const fn scratch_len(&self) -> usize {
+        3 * self.batch * self.hidden
+    }
+
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            seq_len: self.seq_len,
+            batch: self.batch,
+            input: self.input_size,
+            hidden: self.hidden,
+            dirs: self.direction.count(),
+            layout: self.layout,
+        }
+    }
+}
+
+/// ONNX GRU, gates in ONNX order `z, r, h`: `z = f(Xz + Hz + bz)`,
+/// `r = f(Xr + Hr + br)`, `h̃ = g(Xh + (r ⊙ H₋)·Rhᵀ + Rbh + Wbh)` (or, with
+/// `linear_before_reset`, `g(Xh + Wbh + r ⊙ (H₋·Rhᵀ + Rbh))`), `H = (1 - z) ⊙ h̃ +
+/// z ⊙ H₋`; `clip` bounds every activation's input. `b` (`[dirs, 6·hidden]`) and
+/// `initial_h` may be empty (zeros); so may `y` and `y_h` (not requested).
+#[allow(clippy::too_many_arguments)]
+pub fn gru<T: Elem>(
+    p: &Gru,
+    x: &[T],
+    w: &[T],
+    r: &[T],
+    b: &[T],
+    initial_h: &[T],
+    y: &mut [T],
+    y_h: &mut [T],
+    scratch: &mut [T],
+) {
+    let g = p.geometry();
+    let (h, input) = (p.hidden, p.input_size);
+    g.check("gru", 3, x, w, r, b);
+    g.check_state("gru", "initial_h", initial_h);
+    g.check_state("gru", "Y_h", y_h);
+    assert!(
+        y.is_empty() || y.len() == p.seq_len * g.state_len(),
+        "gru: Y"
+    );
+    assert_eq!(scratch.len(), p.scratch_len(), "gru: scratch");
+    let limit = p.has_clip.then_some(p.clip as f64);
+    for d in 0..g.dirs {
+        let w = &w[d * 3 * h * input..][..3 * h * input];
+        let r = &r[d * 3 * h * h..][..3 * h * h];
+        let b = if b.is_empty() {
+            b
+        } else {
+            &b[d * 6 * h..][..6 * h]
+        };
+        let [fa, ga] = [0, 1].map(|k| p.activations[2 * d + k]);
+        let xw = |k: usize, j: usize, xr: &[T]| dot(xr, &w[(k * h + j) * input..][..input]);
+        let rr = |k: usize, j: usize| &r[(k * h + j) * h..][..h];
+        // Input-side and recurrent-side biases of gate `k`.
+        let bias = |k: usize, j: usize| {
+            if b.is_empty() {
+                (0.0, 0.0)
+            } else {
+                (b[k * h + j].to_f64(), b[(3 + k) * h + j].to_f64())
+            }
+        };
+        g.run(
+            d,
+            p.direction.reversed(d),
+            x,
+            [initial_h, &[]],
+            scratch,
+            false,
+            true,
+            y,
+            [&mut *y_h, &mut []],
+            |xr, hr, out, _, rs| {
+                // The reset gate of every unit first: the default candidate reads
+                // `r ⊙ H₋` whole. Kept in `T` (like the state) between the passes.
+                for (j, rs) in rs.iter_mut().enumerate() {
+                    let (wb, rb) = bias(1, j);
+                    let v = xw(1, j, xr) + dot(hr, rr(1, j)) + wb + rb;
+                    *rs = T::from_f64(fa.apply(clip(v, limit)));
+                }
+                for j in 0..h {
+                    let (wbz, rbz) = bias(0, j);
+                    let z = fa.apply(clip(xw(0, j, xr) + dot(hr, rr(0, j)) + wbz + rbz, limit));
+                    let (wbh, rbh) = bias(2, j);
+                    let v = if p.linear_before_reset {
+                        xw(2, j, xr) + wbh + rs[j].to_f64() * (dot(hr, rr(2, j)) + rbh)
+                    } else {
+                        let rh: f64 = rr(2, j)
+                            .iter()
+                            .zip(hr.iter().zip(rs.iter()))
+                            .map(|(w, (h, r))| w.to_f64() * h.to_f64() * r.to_f64())
+                            .sum();
+                        xw(2, j, xr) + rh + rbh + wbh
+                    };
+                    let ht = ga.apply(clip(v, limit));
+                    out[j] = T::from_f64((1.0 - z) * ht + z * hr[j].to_f64());
+                }
+            },
+        );
+    }
+}
+
+/// ONNX RNN (opset 7/14).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rnn {
+    pub seq_len: usize,
+    pub batch: usize,
+    pub input_size: usize,
+    pub hidden: usize,
+    pub direction: RnnDirection,
+    pub layout: u8,
+    /// `f` per direction (forward first); default `Tanh`.
+    pub activations: [RnnActivation; 2],
+    pub has_clip: bool,
+    pub clip: f32,
+}
+
+impl Rnn {
+    /// Elements of `T` the `scratch` argument of [`rnn`] holds.
+    pub const fn scratch_len(&self) -> usize {
+        2 * self.batch * self.hidden
+    }
+
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            seq_len: self.seq_len,
+            batch: self.batch,
+            input: self.input_size,
+            hidden: self.hidden,
+            dirs: self.direction.count(),
+            layout: self.layout,
+        }
+    }
+}
+
+/// ONNX RNN: `H = f(X·Wᵀ + H₋·Rᵀ + Wb + Rb)`; `clip` bounds the activation's input.
+/// `b` (`[dirs, 2·hidden]`) and `initial_h` may be empty (zeros); so may `y` and `y_h`.
+#[allow(clippy::too_many_arguments)]
+pub fn rnn<T: Elem>(
+    p: &Rnn,
+    x: &[T],
+    w: &[T],
+    r: &[T],
+    b: &[T],
+    initial_h: &[T],
+    y: &mut [T],
+    y_h: &mut [T],
+    scratch: &mut [T],
+) {
+    let g = p.geometry();
+    let (h, input) = (p.hidden, p.input_size);
+    g.check("rnn", 1, x, w, r, b);
+    g.check_state("rnn", "initial_h", initial_h);
+    g.check_state("rnn", "Y_h", y_h);
+    assert!(
+        y.is_empty() || y.len() == p.seq_len * g.state_len(),
+        "rnn: Y"
+    );
+    assert_eq!(scratch.len(), p.scratch_len(), "rnn: scratch");
+    let limit = p.has_clip.then_some(p.clip as f64);
+    for d in 0..g.dirs {
+        let w = &w[d * h * input..][..h * input];
+        let r = &r[d * h * h..][..h * h];
+        let b = if b.is_empty() {
+            b
+        } else {
+            &b[d * 2 * h..][..2 * h]
+        };
+        let fa = p.activations[d];
+        g.run(
+            d,
+            p.direction.reversed(d),
+            x,
+            [initial_h, &[]],
+            scratch,
+            false,
+            false,
+            y,
+            [&mut *y_h, &mut []],
+            |xr, hr, out, _, _| {
+                for (j, out) in out.iter_mut().enumerate() {
+                    let mut v = dot(xr, &w[j * input..][..input]) + dot(hr, &r[j * h..][..h]);
+                    if !b.is_empty() {
+                        v += b[j].to_f64() + b[h + j].to_f64();
+                    }
+                    *out = T::from_f64(fa.apply(clip(v, limit)));
+                }
+            },
+        );
+    }
+}

@@ -231,6 +231,7 @@ pub fn compile_bytes(
     passes::run(&mut graph)?;
     let mut program = lower::lower(&graph)?;
     if opts.target == Target::Cuda {
+        check_cuda_kernels(&program, graph.opset)?;
         for_cuda(&mut program);
     }
     let (plan_input, plan, schedule) = schedule_and_plan(&mut program, |p| {
@@ -238,11 +239,7 @@ pub fn compile_bytes(
         let plan = plan::plan(&input)?;
         Ok((input, plan))
     })?;
-    let weights: Vec<u8> = program
-        .weights
-        .iter()
-        .flat_map(|w| w.to_le_bytes())
-        .collect();
+    let weights: Vec<u8> = program.weights.clone();
     let (weights_file, weights_include) = match &opts.weights_dir {
         None => {
             let file = format!("{name}.weights.bin");
@@ -319,6 +316,37 @@ fn schedule_and_plan(
     }
 }
 
+/// Fails with one error listing every operator whose steps have no CUDA kernel (the
+/// typed kernels are CPU-only for now).
+fn check_cuda_kernels(program: &Program, opset: i64) -> Result<(), Error> {
+    let mut missing: Vec<crate::UnsupportedOp> = Vec::new();
+    for s in &program.steps {
+        if !matches!(s.kernel, Kernel::Typed(_)) {
+            continue;
+        }
+        match missing.iter_mut().find(|m| m.op_type == s.op_type) {
+            Some(m) => {
+                m.count += 1;
+                if m.nodes.len() < 3 && !m.nodes.contains(&s.node) {
+                    m.nodes.push(s.node.clone());
+                }
+            }
+            None => missing.push(crate::UnsupportedOp {
+                op_type: s.op_type.to_owned(),
+                domain: String::new(),
+                opset,
+                count: 1,
+                nodes: vec![s.node.clone()],
+            }),
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::NoCudaKernel(missing))
+    }
+}
+
 /// Adapts a lowered program to the CUDA kernels: they need no scratch (convolution is
 /// an implicit GEMM), and they run all planes of a pooling at once, so no output may
 /// overlap its input.
@@ -349,11 +377,15 @@ fn drop_scratch(program: &mut Program) {
             kernel: _,
             inputs,
             output,
+            extra_outputs,
             scratch,
             in_place: _, // positions in `inputs`, unchanged
             overlap: _,  // about operand 0 and the output, unchanged
         } = step;
         *output = new(*output);
+        for b in extra_outputs {
+            *b = new(*b);
+        }
         *scratch = None;
         for op in inputs {
             if let Operand::Buffer(b) = op {
@@ -439,7 +471,10 @@ pub fn plan_input(program: &Program, alignment: usize) -> PlanInput {
     let mut slice_of: Vec<Option<(BufferId, usize)>> = vec![None; program.buffers.len()];
     let mut overlap_of: Vec<Option<(BufferId, PlaneOrder)>> = vec![None; program.buffers.len()];
     for (i, s) in program.steps.iter().enumerate() {
-        for b in std::iter::once(s.output).chain(s.scratch) {
+        for b in std::iter::once(s.output)
+            .chain(s.extra_outputs.iter().copied())
+            .chain(s.scratch)
+        {
             match def[b.index()] {
                 None => def[b.index()] = Some(i),
                 Some(_) => uses[b.index()].push(i),

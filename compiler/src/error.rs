@@ -15,6 +15,10 @@ pub enum Error {
     Model(String),
     #[error("{}", unsupported_message(.0))]
     Unsupported(Vec<UnsupportedOp>),
+    /// Operators the CPU target runs but the CUDA target has no kernel for yet (every
+    /// one is listed, as for unsupported operators).
+    #[error("{}", no_cuda_message(.0))]
+    NoCudaKernel(Vec<UnsupportedOp>),
     /// A problem with one node, named as tract does: "node `conv1` (Conv, opset 9): ...".
     #[error("node `{node}` ({op}, opset {opset}): {message}")]
     Node {
@@ -60,6 +64,24 @@ fn unsupported_message(ops: &[UnsupportedOp]) -> String {
             "\n  {domain}{} (opset {}): {} node{}, first: {}",
             op.op_type,
             op.opset,
+            op.count,
+            if op.count == 1 { "" } else { "s" },
+            op.nodes.join(", ")
+        ));
+    }
+    s
+}
+
+fn no_cuda_message(ops: &[UnsupportedOp]) -> String {
+    let mut s = format!(
+        "the CUDA target has no kernel yet for {} operator{} of this model (the CPU target runs them):",
+        ops.len(),
+        if ops.len() == 1 { "" } else { "s" }
+    );
+    for op in ops {
+        s.push_str(&format!(
+            "\n  {}: {} step{}, first: {}",
+            op.op_type,
             op.count,
             if op.count == 1 { "" } else { "s" },
             op.nodes.join(", ")

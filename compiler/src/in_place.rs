@@ -107,6 +107,8 @@ mod tests {
 
     fn buffer(len: usize) -> Buffer {
         Buffer {
+            dtype: crate::tensor::DType::F32,
+            elems: len,
             name: String::new(),
             len,
             scratch: false,
@@ -120,6 +122,7 @@ mod tests {
             kernel,
             inputs,
             output: BufferId(output),
+            extra_outputs: Vec::new(),
             scratch: None,
             in_place: Vec::new(),
             overlap: None,

@@ -16,10 +16,12 @@ pub mod ir;
 pub mod load;
 pub mod lower;
 pub mod npy;
+pub mod ops;
 pub mod passes;
 pub mod plan;
 pub mod runner;
 pub mod schedule;
+pub mod tensor;
 pub mod window;
 
 pub use builder::Builder;

@@ -4,13 +4,18 @@
 //! model's opset. Every unsupported operator is collected before failing, so one error
 //! lists them all. Nothing in this module panics on a malformed file.
 
+#[allow(unused_imports)]
+use kiln_runtime::typed::Elem as _;
 use std::collections::HashMap;
 use std::path::Path;
 
-use onnx_protobuf::{AttributeProto, Message, ModelProto, NodeProto, TensorProto};
+use onnx_protobuf::{Message, ModelProto, NodeProto, TensorProto};
 
+use crate::dispatch_dtype;
 use crate::error::{Error, UnsupportedOp};
 use crate::ir::*;
+use crate::ops::{Attrs, ParseCx};
+use crate::tensor::Scalar;
 
 /// Reads and parses `path`.
 pub fn load_file(path: &Path) -> Result<Graph, Error> {
@@ -41,49 +46,6 @@ pub fn load_bytes(bytes: &[u8]) -> Result<Graph, Error> {
     }
     Loader::new(&model)?.load()
 }
-
-/// Operator types Kiln implements (default ONNX domain).
-const SUPPORTED: &[&str] = &[
-    "Conv",
-    "Gemm",
-    "MatMul",
-    "BatchNormalization",
-    "Relu",
-    "LeakyRelu",
-    "Sigmoid",
-    "Tanh",
-    "Exp",
-    "Neg",
-    "Abs",
-    "Sqrt",
-    "Clip",
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Sum",
-    "Max",
-    "Min",
-    "MaxPool",
-    "AveragePool",
-    "GlobalAveragePool",
-    "LRN",
-    "Softmax",
-    "LogSoftmax",
-    "Concat",
-    "Transpose",
-    "Reshape",
-    "Flatten",
-    "Squeeze",
-    "Unsqueeze",
-    "Identity",
-    "Dropout",
-    "Constant",
-    "ConstantOfShape",
-    "Shape",
-    "Gather",
-    "Cast",
-];
 
 struct Loader<'m> {
     model: &'m ModelProto,
@@ -224,7 +186,7 @@ impl<'m> Loader<'m> {
         let mut found: Vec<UnsupportedOp> = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
             let default_domain = n.domain.is_empty() || n.domain == "ai.onnx";
-            if default_domain && SUPPORTED.contains(&n.op_type.as_str()) {
+            if default_domain && crate::ops::find(&n.op_type).is_some() {
                 continue;
             }
             let opset = self
@@ -344,8 +306,12 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
         return Err("only tensor inputs are supported".into());
     }
     let tt = vi.type_.tensor_type();
-    let dtype = DType::from_onnx(tt.elem_type)
-        .ok_or_else(|| format!("unsupported element type {}", tt.elem_type))?;
+    let dtype = DType::from_onnx(tt.elem_type).ok_or_else(|| {
+        format!(
+            "element type {} is not supported",
+            DType::onnx_code_name(tt.elem_type)
+        )
+    })?;
     let dims = tt
         .shape
         .dim
@@ -366,15 +332,20 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
     Ok((dtype, dims))
 }
 
-/// Decodes a `TensorProto` (typed fields or raw little-endian bytes).
+/// Decodes a `TensorProto` (typed fields or raw little-endian bytes) into its own
+/// element type.
 pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     if !t.external_data.is_empty()
         || t.data_location.enum_value() == Ok(onnx_protobuf::tensor_proto::DataLocation::EXTERNAL)
     {
         return Err("external data files are not supported yet".into());
     }
-    let dtype = DType::from_onnx(t.data_type)
-        .ok_or_else(|| format!("unsupported element type {}", t.data_type))?;
+    let dtype = DType::from_onnx(t.data_type).ok_or_else(|| {
+        format!(
+            "element type {} is not supported",
+            DType::onnx_code_name(t.data_type)
+        )
+    })?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         shape.push(usize::try_from(d).map_err(|_| format!("negative dimension {d}"))?);
@@ -382,252 +353,67 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     let len = crate::infer::check_elements(&shape)?;
     let raw = &t.raw_data;
     let data = if !raw.is_empty() {
-        let size = dtype.size();
-        if Some(raw.len()) != len.checked_mul(size) {
+        if Some(raw.len()) != len.checked_mul(dtype.size()) {
             return Err(format!(
                 "raw data holds {} bytes, expected {len} elements of {dtype}",
                 raw.len()
             ));
         }
-        let chunks = raw.chunks_exact(size);
-        match dtype {
-            DType::F32 => Data::F32(
-                chunks
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            ),
-            DType::F64 => Data::F32(
-                chunks
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32)
-                    .collect(),
-            ),
-            DType::F16 => return Err("float16 tensors are not supported yet".into()),
-            DType::I64 => Data::I64(
-                chunks
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect(),
-            ),
-            DType::I32 => Data::I64(
-                chunks
-                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
-                    .collect(),
-            ),
-            DType::I8 => Data::I64(raw.iter().map(|&b| b as i8 as i64).collect()),
-            DType::U8 | DType::Bool => Data::I64(raw.iter().map(|&b| b as i64).collect()),
-        }
+        dispatch_dtype!(dtype, T => {
+            let mut v = vec![T::default(); len];
+            bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(raw);
+            T::wrap(v)
+        })
     } else {
+        // Typed fields: float_data (f32), double_data (f64), int64_data (i64),
+        // uint64_data (u32, u64), int32_data (everything else, f16/bf16 as bits).
         let data = match dtype {
             DType::F32 => Data::F32(t.float_data.clone()),
-            DType::F64 => Data::F32(t.double_data.iter().map(|&x| x as f32).collect()),
-            DType::F16 => return Err("float16 tensors are not supported yet".into()),
+            DType::F64 => Data::F64(t.double_data.clone()),
             DType::I64 => Data::I64(t.int64_data.clone()),
-            DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
-                Data::I64(t.int32_data.iter().map(|&x| x as i64).collect())
+            DType::U32 => Data::U32(t.uint64_data.iter().map(|&x| x as u32).collect()),
+            DType::U64 => Data::U64(t.uint64_data.clone()),
+            DType::F16 => Data::F16(
+                t.int32_data
+                    .iter()
+                    .map(|&x| half::f16::from_bits(x as u16))
+                    .collect(),
+            ),
+            DType::BF16 => Data::BF16(
+                t.int32_data
+                    .iter()
+                    .map(|&x| half::bf16::from_bits(x as u16))
+                    .collect(),
+            ),
+            DType::Bool => Data::Bool(
+                t.int32_data
+                    .iter()
+                    .map(|&x| kiln_runtime::typed::Bool((x != 0) as u8))
+                    .collect(),
+            ),
+            d => {
+                dispatch_dtype!(d, T => T::wrap(t.int32_data.iter().map(|&x| T::from_i64(x as i64)).collect()))
             }
         };
-        let got = match &data {
-            Data::F32(v) => v.len(),
-            Data::I64(v) => v.len(),
-        };
-        if got != len {
+        if data.len() != len {
             return Err(format!(
-                "holds {got} values, its shape {shape:?} needs {len}"
+                "holds {} values, its shape {shape:?} needs {len}",
+                data.len()
             ));
         }
         data
     };
-    Ok(Tensor { dtype, shape, data })
+    Ok(Tensor::new(shape, data))
 }
 
-/// Attribute lookup for one node, used only while loading.
-struct Attrs<'a>(&'a [AttributeProto]);
-
-impl<'a> Attrs<'a> {
-    fn get(&self, name: &str) -> Option<&'a AttributeProto> {
-        self.0.iter().find(|a| a.name == name)
-    }
-    fn int(&self, name: &str) -> Option<i64> {
-        self.get(name).map(|a| a.i)
-    }
-    fn float(&self, name: &str) -> Option<f32> {
-        self.get(name).map(|a| a.f)
-    }
-    fn ints(&self, name: &str) -> Option<Vec<i64>> {
-        self.get(name).map(|a| a.ints.clone())
-    }
-    fn usizes(&self, name: &str) -> Result<Option<Vec<usize>>, String> {
-        match self.ints(name) {
-            None => Ok(None),
-            Some(v) => v
-                .iter()
-                .map(|&x| {
-                    usize::try_from(x)
-                        .map_err(|_| format!("attribute `{name}` has a negative value {x}"))
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-        }
-    }
-    fn string(&self, name: &str) -> Option<String> {
-        self.get(name)
-            .map(|a| String::from_utf8_lossy(&a.s).into_owned())
-    }
-    fn tensor(&self, name: &str) -> Result<Option<Tensor>, String> {
-        match self.get(name) {
-            Some(a) if a.t.is_some() => tensor_from_proto(&a.t).map(Some),
-            _ => Ok(None),
-        }
-    }
-    fn window(&self) -> Result<Window, String> {
-        let auto_pad = match self.string("auto_pad").as_deref() {
-            None | Some("NOTSET") | Some("") => AutoPad::NotSet,
-            Some("SAME_UPPER") => AutoPad::SameUpper,
-            Some("SAME_LOWER") => AutoPad::SameLower,
-            Some("VALID") => AutoPad::Valid,
-            Some(other) => return Err(format!("unknown auto_pad `{other}`")),
-        };
-        Ok(Window {
-            kernel_shape: self.usizes("kernel_shape")?,
-            strides: self.usizes("strides")?,
-            dilations: self.usizes("dilations")?,
-            pads: self.usizes("pads")?,
-            auto_pad,
-            ceil_mode: self.int("ceil_mode").unwrap_or(0) != 0,
-        })
-    }
-}
-
+/// Parses a node's operator through its registry declaration.
 fn parse_op(node: &NodeProto, opset: i64) -> Result<Op, String> {
-    let a = Attrs(&node.attribute);
-    let unary = |u| Ok(Op::Unary(u));
-    match node.op_type.as_str() {
-        "Conv" => Ok(Op::Conv {
-            window: a.window()?,
-            group: positive(a.int("group").unwrap_or(1), "group")?,
-            activation: None,
-        }),
-        "Gemm" => Ok(Op::Gemm {
-            alpha: a.float("alpha").unwrap_or(1.0),
-            beta: a.float("beta").unwrap_or(1.0),
-            trans_a: a.int("transA").unwrap_or(0) != 0,
-            trans_b: a.int("transB").unwrap_or(0) != 0,
-            activation: None,
-        }),
-        "MatMul" => Ok(Op::MatMul),
-        "BatchNormalization" => Ok(Op::BatchNormalization {
-            epsilon: a.float("epsilon").unwrap_or(1e-5),
-        }),
-        "Relu" => unary(UnaryOp::Relu),
-        "LeakyRelu" => unary(UnaryOp::LeakyRelu {
-            alpha: a.float("alpha").unwrap_or(0.01),
-        }),
-        "Sigmoid" => unary(UnaryOp::Sigmoid),
-        "Tanh" => unary(UnaryOp::Tanh),
-        "Exp" => unary(UnaryOp::Exp),
-        "Neg" => unary(UnaryOp::Neg),
-        "Abs" => unary(UnaryOp::Abs),
-        "Sqrt" => unary(UnaryOp::Sqrt),
-        "Clip" if opset < 11 => Ok(Op::Clip {
-            min: Some(a.float("min").unwrap_or(f32::MIN)),
-            max: Some(a.float("max").unwrap_or(f32::MAX)),
-        }),
-        "Clip" => Ok(Op::Clip {
-            min: None,
-            max: None,
-        }),
-        "Add" => Ok(Op::Binary(BinaryOp::Add)),
-        "Sub" => Ok(Op::Binary(BinaryOp::Sub)),
-        "Mul" => Ok(Op::Binary(BinaryOp::Mul)),
-        "Div" => Ok(Op::Binary(BinaryOp::Div)),
-        "Sum" => Ok(Op::Variadic(BinaryOp::Add)),
-        "Max" => Ok(Op::Variadic(BinaryOp::Max)),
-        "Min" => Ok(Op::Variadic(BinaryOp::Min)),
-        "MaxPool" => {
-            if a.int("storage_order").unwrap_or(0) != 0 {
-                return Err("storage_order=1 is not supported".into());
-            }
-            Ok(Op::MaxPool(a.window()?))
-        }
-        "AveragePool" => Ok(Op::AveragePool {
-            window: a.window()?,
-            count_include_pad: a.int("count_include_pad").unwrap_or(0) != 0,
-        }),
-        "GlobalAveragePool" => Ok(Op::GlobalAveragePool),
-        "LRN" => Ok(Op::Lrn {
-            size: positive(a.int("size").ok_or("attribute `size` is required")?, "size")?,
-            alpha: a.float("alpha").unwrap_or(1e-4),
-            beta: a.float("beta").unwrap_or(0.75),
-            bias: a.float("bias").unwrap_or(1.0),
-        }),
-        "Softmax" | "LogSoftmax" => Ok(Op::Softmax {
-            axis: a.int("axis").unwrap_or(if opset < 13 { 1 } else { -1 }),
-            log: node.op_type == "LogSoftmax",
-        }),
-        "Concat" => Ok(Op::Concat {
-            axis: a.int("axis").ok_or("attribute `axis` is required")?,
-        }),
-        "Transpose" => Ok(Op::Transpose {
-            perm: a.usizes("perm")?,
-        }),
-        "Reshape" => Ok(Op::Reshape {
-            allow_zero: a.int("allowzero").unwrap_or(0) != 0,
-        }),
-        "Flatten" => Ok(Op::Flatten {
-            axis: a.int("axis").unwrap_or(1),
-        }),
-        "Squeeze" => Ok(Op::Squeeze {
-            axes: a.ints("axes"),
-        }),
-        "Unsqueeze" => Ok(Op::Unsqueeze {
-            axes: a.ints("axes"),
-        }),
-        "Identity" => Ok(Op::Identity),
-        "Dropout" => Ok(Op::Dropout),
-        "Constant" => constant_attr(&a).map(Op::Constant),
-        "ConstantOfShape" => Ok(Op::ConstantOfShape(
-            a.tensor("value")?
-                .unwrap_or_else(|| Tensor::f32(vec![1], vec![0.0])),
-        )),
-        "Shape" => Ok(Op::Shape {
-            start: a.int("start").unwrap_or(0),
-            end: a.int("end"),
-        }),
-        "Gather" => Ok(Op::Gather {
-            axis: a.int("axis").unwrap_or(0),
-        }),
-        "Cast" => {
-            let to = a.int("to").ok_or("attribute `to` is required")?;
-            let to = DType::from_onnx(to as i32)
-                .ok_or_else(|| format!("unsupported target type {to}"))?;
-            Ok(Op::Cast { to })
-        }
-        other => Err(format!("operator `{other}` is not supported")),
-    }
-}
-
-fn constant_attr(a: &Attrs) -> Result<Tensor, String> {
-    if let Some(t) = a.tensor("value")? {
-        return Ok(t);
-    }
-    if let Some(f) = a.get("value_float") {
-        return Ok(Tensor::f32(vec![], vec![f.f]));
-    }
-    if let Some(f) = a.get("value_floats") {
-        return Ok(Tensor::f32(vec![f.floats.len()], f.floats.clone()));
-    }
-    if let Some(i) = a.get("value_int") {
-        return Ok(Tensor::i64(vec![], vec![i.i]));
-    }
-    if let Some(i) = a.get("value_ints") {
-        return Ok(Tensor::i64(vec![i.ints.len()], i.ints.clone()));
-    }
-    Err("Constant needs a `value` (or value_float(s)/value_int(s)) attribute".into())
-}
-
-fn positive(v: i64, name: &str) -> Result<usize, String> {
-    if v >= 1 {
-        Ok(v as usize)
-    } else {
-        Err(format!("attribute `{name}` must be positive, got {v}"))
-    }
+    let def = crate::ops::find(&node.op_type)
+        .ok_or_else(|| format!("operator `{}` is not supported", node.op_type))?;
+    (def.parse)(&ParseCx {
+        attrs: Attrs(&node.attribute),
+        opset,
+        op_type: &node.op_type,
+        n_inputs: node.input.len(),
+    })
 }

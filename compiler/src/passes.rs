@@ -1,8 +1,17 @@
 //! Graph rewrites between shape inference and lowering. Each pass has one entry
 //! function, preserves the graph's meaning, and leaves shapes valid.
 
+use std::sync::Arc;
+
+use kiln_runtime::typed::params::{BinaryOp, UnaryOp};
+
 use crate::error::Error;
 use crate::ir::*;
+use crate::ops::conv::Conv;
+use crate::ops::elementwise::{Binary, Clip, Unary};
+use crate::ops::linalg::Gemm;
+use crate::ops::norm::{BatchNormalization, ChannelAffine};
+use crate::ops::shape::View;
 
 /// Runs every pass in order.
 pub fn run(graph: &mut Graph) -> Result<(), Error> {
@@ -33,7 +42,10 @@ pub fn remove_identities(graph: &mut Graph) {
     let mut i = 0;
     while i < graph.nodes.len() {
         let n = &graph.nodes[i];
-        let forwards = matches!(n.op, Op::Identity | Op::Dropout);
+        let forwards = matches!(
+            n.op.downcast::<View>(),
+            Some(View::Identity | View::Dropout)
+        );
         let out = n.outputs[0];
         let extra_outputs_unused = n.outputs[1..].iter().all(|o| !is_read(graph, *o));
         match (
@@ -71,9 +83,23 @@ fn sole_consumer(graph: &Graph, v: ValueId) -> Option<usize> {
     found
 }
 
+/// A float32 constant's values (the folds below are float32 arithmetic).
 fn constant(graph: &Graph, v: Option<ValueId>) -> Option<Vec<f32>> {
     let t = graph.value(v?).constant.as_ref()?;
-    Some(t.as_f32())
+    Some(t.values::<f32>()?.to_vec())
+}
+
+/// The Conv at `node` if it has no fused activation yet.
+fn plain_conv(node: &Node) -> Option<&Conv> {
+    node.op
+        .downcast::<Conv>()
+        .filter(|c| c.activation.is_none())
+}
+
+fn plain_affine(node: &Node) -> bool {
+    node.op
+        .downcast::<ChannelAffine>()
+        .is_some_and(|a| a.activation.is_none())
 }
 
 /// `BatchNormalization(Conv(x, W, b))` → `Conv(x, W', b')` when the convolution's output
@@ -94,25 +120,16 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
 
 fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
     let conv = &graph.nodes[conv_index];
-    if !matches!(
-        conv.op,
-        Op::Conv {
-            activation: None,
-            ..
-        }
-    ) {
-        return None;
-    }
+    plain_conv(conv)?;
     let y = conv.outputs[0];
     let bn_index = sole_consumer(graph, y)?;
     let bn = &graph.nodes[bn_index];
-    let Op::BatchNormalization { epsilon } = bn.op else {
-        return None;
-    };
+    let epsilon = bn.op.downcast::<BatchNormalization>()?.epsilon;
     if bn.input(0) != Some(y) {
         return None;
     }
     let w = graph.value(conv.input(1)?).constant.clone()?;
+    w.values::<f32>()?;
     let c_out = w.shape[0];
     let bias = match conv.input(2) {
         Some(b) => constant(graph, Some(b))?,
@@ -157,7 +174,7 @@ fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
 pub fn batchnorm_to_affine(graph: &mut Graph) {
     for i in 0..graph.nodes.len() {
         let n = &graph.nodes[i];
-        let Op::BatchNormalization { epsilon } = n.op else {
+        let Some(&BatchNormalization { epsilon }) = n.op.downcast::<BatchNormalization>() else {
             continue;
         };
         let [s, beta, mean, var] = [1, 2, 3, 4].map(|k| constant(graph, n.input(k)));
@@ -177,7 +194,7 @@ pub fn batchnorm_to_affine(graph: &mut Graph) {
         let sc = add_vector(graph, &name, "scale", scale);
         let sh = add_vector(graph, &name, "shift", shift);
         let n = &mut graph.nodes[i];
-        n.op = Op::ChannelAffine { activation: None };
+        n.op = Arc::new(ChannelAffine { activation: None });
         n.inputs = vec![x, Some(sc), Some(sh)];
     }
 }
@@ -195,9 +212,10 @@ fn add_vector(graph: &mut Graph, node: &str, what: &str, v: Vec<f32>) -> ValueId
 /// If `node` is `Mul` or `Add` of `y` (rank ≥ 2, channels on axis 1) and a constant
 /// that varies at most along the channel axis, that constant per channel.
 fn per_channel_operand(graph: &Graph, node: &Node, y: ValueId) -> Option<(BinaryOp, Vec<f32>)> {
-    let Op::Binary(op @ (BinaryOp::Mul | BinaryOp::Add)) = node.op else {
+    let op = node.op.downcast::<Binary>()?.op;
+    if !matches!(op, BinaryOp::Mul | BinaryOp::Add) {
         return None;
-    };
+    }
     let other = match (node.input(0), node.input(1)) {
         (Some(a), Some(b)) if a == y && b != y => b,
         (Some(a), Some(b)) if b == y && a != y => a,
@@ -205,6 +223,7 @@ fn per_channel_operand(graph: &Graph, node: &Node, y: ValueId) -> Option<(Binary
     };
     let ys = graph.value(y).shape();
     let t = graph.value(other).constant.as_ref()?;
+    t.values::<f32>()?;
     let c = *ys.get(1)?;
     if t.shape.len() > ys.len() || t.is_empty() {
         return None;
@@ -228,13 +247,7 @@ pub fn fold_channel_ops(graph: &mut Graph) {
     let mut i = 0;
     while i < graph.nodes.len() {
         let n = &graph.nodes[i];
-        let foldable = matches!(
-            n.op,
-            Op::Conv {
-                activation: None,
-                ..
-            } | Op::ChannelAffine { activation: None }
-        );
+        let foldable = plain_conv(n).is_some() || plain_affine(n);
         let y = n.outputs[0];
         let next = if foldable {
             sole_consumer(graph, y)
@@ -264,11 +277,14 @@ pub fn fold_channel_ops(graph: &mut Graph) {
 fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
     let n = &graph.nodes[index];
     let name = n.name.clone();
-    match n.op {
-        Op::Conv { .. } => {
+    if n.op.downcast::<Conv>().is_some() {
+        {
             let Some(w) = n.input(1).and_then(|w| graph.value(w).constant.clone()) else {
                 return false;
             };
+            if w.values::<f32>().is_none() {
+                return false;
+            }
             let c_out = w.shape[0];
             let bias = match n.input(2) {
                 Some(b) => constant(graph, Some(b)),
@@ -300,7 +316,8 @@ fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
             n.inputs = vec![n.inputs[0], Some(w_id), Some(b_id)];
             true
         }
-        Op::ChannelAffine { .. } => {
+    } else if n.op.downcast::<ChannelAffine>().is_some() {
+        {
             let (Some(mut scale), Some(mut shift)) =
                 (constant(graph, n.input(1)), constant(graph, n.input(2)))
             else {
@@ -320,7 +337,8 @@ fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
             n.inputs = vec![n.inputs[0], Some(sc), Some(sh)];
             true
         }
-        _ => false,
+    } else {
+        false
     }
 }
 
@@ -328,26 +346,34 @@ fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
 pub fn fuse_activations(graph: &mut Graph) {
     let mut i = 0;
     while i < graph.nodes.len() {
-        let fusable = matches!(
-            graph.nodes[i].op,
-            Op::Conv {
-                activation: None,
-                ..
-            } | Op::Gemm {
-                activation: None,
-                ..
-            } | Op::ChannelAffine { activation: None }
-        );
+        let node = &graph.nodes[i];
+        let fusable = plain_conv(node).is_some()
+            || plain_affine(node)
+            || node
+                .op
+                .downcast::<Gemm>()
+                .is_some_and(|g| g.activation.is_none());
         if fusable && let Some(act_index) = sole_consumer(graph, graph.nodes[i].outputs[0]) {
             let act_node = &graph.nodes[act_index];
             if let Some(act) = activation_of(graph, act_node) {
                 let out = act_node.outputs[0];
-                match &mut graph.nodes[i].op {
-                    Op::Conv { activation, .. }
-                    | Op::Gemm { activation, .. }
-                    | Op::ChannelAffine { activation } => *activation = Some(act),
-                    _ => unreachable!("checked above"),
-                }
+                let op = &graph.nodes[i].op;
+                let fused: Op = if let Some(c) = op.downcast::<Conv>() {
+                    Arc::new(Conv {
+                        activation: Some(act),
+                        ..c.clone()
+                    })
+                } else if let Some(g) = op.downcast::<Gemm>() {
+                    Arc::new(Gemm {
+                        activation: Some(act),
+                        ..g.clone()
+                    })
+                } else {
+                    Arc::new(ChannelAffine {
+                        activation: Some(act),
+                    })
+                };
+                graph.nodes[i].op = fused;
                 graph.nodes[i].outputs[0] = out;
                 graph.nodes.remove(act_index);
                 if act_index < i {
@@ -359,23 +385,34 @@ pub fn fuse_activations(graph: &mut Graph) {
     }
 }
 
+/// The activation node `n` computes, when it is one the producers can fuse (float32).
 fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
-    Some(match n.op {
-        Op::Unary(UnaryOp::Relu) => Activation::Relu,
-        Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu { alpha },
-        Op::Unary(UnaryOp::Sigmoid) => Activation::Sigmoid,
-        Op::Clip { min, max } => {
-            let bound = |m: Option<f32>, k: usize, default: f32| match (m, n.input(k)) {
-                (Some(v), _) => Some(v),
-                (None, None) => Some(default),
-                (None, Some(v)) => graph.value(v).constant.as_ref().map(|t| t.as_f32()[0]),
-            };
-            Activation::Clip {
-                min: bound(min, 1, f32::MIN)?,
-                max: bound(max, 2, f32::MAX)?,
-            }
-        }
-        _ => return None,
+    if graph.value(n.outputs[0]).dtype != DType::F32 {
+        return None;
+    }
+    if let Some(u) = n.op.downcast::<Unary>() {
+        return match u.op {
+            UnaryOp::Relu => Some(Activation::Relu),
+            UnaryOp::LeakyRelu { alpha } => Some(Activation::LeakyRelu { alpha }),
+            UnaryOp::Sigmoid => Some(Activation::Sigmoid),
+            _ => None,
+        };
+    }
+    let clip = n.op.downcast::<Clip>()?;
+    let [min, max] = clip
+        .bounds(|k| match n.input(k) {
+            None => Some(None),
+            Some(v) => graph
+                .value(v)
+                .constant
+                .as_ref()
+                .and_then(|t| t.scalar_f64())
+                .map(Some),
+        })
+        .ok()?;
+    Some(Activation::Clip {
+        min: min.map_or(f32::MIN, |v| v as f32),
+        max: max.map_or(f32::MAX, |v| v as f32),
     })
 }
 

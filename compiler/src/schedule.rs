@@ -83,9 +83,11 @@ fn reads(step: &Step) -> impl Iterator<Item = BufferId> + '_ {
     })
 }
 
-/// The buffers a step writes: its output and its scratch.
+/// The buffers a step writes: its outputs and its scratch.
 fn writes(step: &Step) -> impl Iterator<Item = BufferId> + '_ {
-    std::iter::once(step.output).chain(step.scratch)
+    std::iter::once(step.output)
+        .chain(step.extra_outputs.iter().copied())
+        .chain(step.scratch)
 }
 
 /// For each step, the earlier steps (in file order) it must follow, sorted: the last
@@ -326,6 +328,7 @@ mod tests {
             kernel: Kernel::Copy,
             inputs,
             output,
+            extra_outputs: Vec::new(),
             scratch,
             in_place: Vec::new(),
             overlap: None,
@@ -355,6 +358,8 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, &len)| Buffer {
+                    dtype: crate::tensor::DType::F32,
+                    elems: len,
                     name: format!("b{i}"),
                     len,
                     scratch: false,
@@ -523,7 +528,13 @@ mod tests {
                         .collect(),
                 };
                 let new_buffer = |p: &mut Program, name: String, scratch| {
-                    p.buffers.push(Buffer { name, len, scratch });
+                    p.buffers.push(Buffer {
+                        name,
+                        len,
+                        scratch,
+                        dtype: crate::tensor::DType::F32,
+                        elems: len,
+                    });
                     BufferId(p.buffers.len() as u32 - 1)
                 };
                 let output = match accumulate {

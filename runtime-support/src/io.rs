@@ -22,6 +22,82 @@ pub fn f32_input<'a>(info: &TensorInfo, bytes: &'a [u8]) -> Result<&'a [f32], Er
     })
 }
 
+/// Bytes per element of the ONNX element type `dtype` names (NumPy's spelling).
+pub fn dtype_size(dtype: &str) -> usize {
+    match dtype {
+        "float64" | "int64" | "uint64" => 8,
+        "float32" | "int32" | "uint32" => 4,
+        "float16" | "bfloat16" | "int16" | "uint16" => 2,
+        _ => 1,
+    }
+}
+
+/// Checks a caller's input bytes against `info`: exact length, aligned for the type.
+pub fn bytes_input<'a>(info: &TensorInfo, bytes: &'a [u8]) -> Result<&'a [u8], Error> {
+    let size = dtype_size(info.dtype);
+    let expected = info.len() * size;
+    if bytes.len() != expected {
+        return Err(Error::InputLength {
+            name: info.name,
+            dtype: info.dtype,
+            elements: info.len(),
+            expected,
+            got: bytes.len(),
+        });
+    }
+    if !(bytes.as_ptr() as usize).is_multiple_of(size) {
+        return Err(Error::InputMisaligned {
+            name: info.name,
+            dtype: info.dtype,
+            align: size,
+        });
+    }
+    Ok(bytes)
+}
+
+/// A typed input's bytes, after checking its element count against `info`.
+pub fn typed_input<'a, T: bytemuck::NoUninit>(
+    info: &TensorInfo,
+    data: &'a [T],
+) -> Result<&'a [u8], Error> {
+    if data.len() != info.len() {
+        return Err(Error::InputElements {
+            name: info.name,
+            expected: info.len(),
+            got: data.len(),
+        });
+    }
+    Ok(bytemuck::cast_slice(data))
+}
+
+/// The first `bytes` bytes of an output region.
+pub fn output_bytes(region: &[f32], bytes: usize) -> Result<&[u8], Error> {
+    let all: &[u8] = bytemuck::cast_slice(region);
+    all.get(..bytes).ok_or(Error::Region {
+        step: "outputs",
+        offset: 0,
+        end: bytes,
+        problem: "is longer than the output's region",
+    })
+}
+
+/// An output of element type `T` (not `bool`).
+pub fn output<'a, T: bytemuck::Pod>(
+    info: &TensorInfo,
+    region: &'a [f32],
+) -> Result<&'a [T], Error> {
+    crate::typed::view(region, info.len())
+}
+
+/// A `bool` output: every byte is checked to be 0 or 1.
+pub fn output_bool<'a>(info: &TensorInfo, region: &'a [f32]) -> Result<&'a [bool], Error> {
+    let bytes = output_bytes(region, info.len())?;
+    bytemuck::checked::try_cast_slice(bytes).map_err(|_| Error::InvalidValue {
+        name: info.name,
+        dtype: "bool",
+    })
+}
+
 /// Checks the length of a typed input.
 pub fn check_input(info: &TensorInfo, data: &[f32]) -> Result<(), Error> {
     if data.len() != info.len() {

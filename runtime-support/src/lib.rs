@@ -22,6 +22,8 @@ pub mod weights;
 
 pub use arena::Arena;
 pub use error::Error;
+/// Generated code names `half::f16` and `half::bf16` through this re-export.
+pub use half;
 pub use weights::Weights;
 
 /// Shape and element type of one model input or output, as the generated `INPUTS` and

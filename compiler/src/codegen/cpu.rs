@@ -5,12 +5,14 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use super::{
-    CodegenOptions, IoFields, WeightsMode, common_items, format, io_doc, offset_names,
+    CodegenOptions, IoFields, WeightsMode, api_type, common_items, format, io_doc, offset_names,
     runtime_tokens, step_comment, tokens, us,
 };
 use crate::error::Error;
+use crate::lower::TypedCall;
 use crate::lower::{Kernel, Operand, Program, Step};
 use crate::plan::MemoryPlan;
+use crate::tensor::DType;
 
 /// Emits the module's source text, formatted with prettyplease.
 pub fn emit(program: &Program, plan: &MemoryPlan, opts: &CodegenOptions) -> Result<String, Error> {
@@ -24,7 +26,7 @@ pub fn emit(program: &Program, plan: &MemoryPlan, opts: &CodegenOptions) -> Resu
         program.steps.len(),
         plan.arena_bytes,
         plan.lower_bound_bytes,
-        program.weights.len() * 4,
+        program.weights.len(),
     );
     format(tokens, &header)
 }
@@ -58,13 +60,40 @@ impl<'a> Emitter<'a> {
         let out_regions: Vec<TokenStream> = p
             .outputs
             .iter()
-            .map(|(io, b)| {
+            .map(|(_, b)| {
                 let off = &self.offset_names[b.index()];
-                let len = us(io.shape.iter().product());
+                let len = us(p.buffers[b.index()].len);
                 quote!((offsets::#off, #len))
             })
             .collect();
+        let out_nbytes: Vec<Literal> = p
+            .outputs
+            .iter()
+            .map(|(io, _)| us(io.shape.iter().product::<usize>() * io.dtype.size()))
+            .collect();
         let in_idx: Vec<Literal> = (0..p.inputs.len()).map(us).collect();
+        let out_idx: Vec<Literal> = (0..p.outputs.len()).map(us).collect();
+        let in_types: Vec<TokenStream> = p.inputs.iter().map(|io| api_type(rt, io)).collect();
+        let out_types: Vec<TokenStream> =
+            p.outputs.iter().map(|(io, _)| api_type(rt, io)).collect();
+        let out_views: Vec<TokenStream> = p
+            .outputs
+            .iter()
+            .zip(&out_idx)
+            .map(|((io, _), i)| {
+                if io.dtype == DType::Bool {
+                    quote!(#rt::io::output_bool(&OUTPUTS[#i], region)?)
+                } else {
+                    quote!(#rt::io::output(&OUTPUTS[#i], region)?)
+                }
+            })
+            .collect();
+        // A model without inputs still has an `Inputs<'a>`; the marker uses the lifetime.
+        let marker = if p.inputs.is_empty() {
+            quote!(#[doc(hidden)] pub _marker: core::marker::PhantomData<&'a ()>,)
+        } else {
+            quote!()
+        };
 
         let chunks: Vec<&[Step]> = p.steps.chunks(opts.steps_per_fn.max(1)).collect();
         let part_names: Vec<syn::Ident> = (0..chunks.len())
@@ -83,7 +112,7 @@ impl<'a> Emitter<'a> {
                     .collect::<Result<Vec<_>, Error>>()?;
                 Ok(quote! {
                     #[inline(never)]
-                    fn #name(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
+                    fn #name(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
                         let _ = inputs;
                         #(#calls)*
                         Ok(())
@@ -142,13 +171,15 @@ impl<'a> Emitter<'a> {
             }
 
             /// Typed inputs, one field per model input.
+            #[derive(Default)]
             pub struct Inputs<'a> {
-                #(#[doc = #in_docs] pub #in_fields: &'a [f32],)*
+                #(#[doc = #in_docs] pub #in_fields: &'a [#in_types],)*
+                #marker
             }
 
             /// Typed outputs, borrowed from the [`Context`].
             pub struct Outputs<'a> {
-                #(#[doc = #out_docs] pub #out_fields: &'a [f32],)*
+                #(#[doc = #out_docs] pub #out_fields: &'a [#out_types],)*
             }
 
             const _: fn() = || {
@@ -176,11 +207,11 @@ impl<'a> Emitter<'a> {
 
                 /// Runs the model. Allocates nothing.
                 pub fn run<'c>(&self, ctx: &'c mut Context, inputs: Inputs<'_>) -> Result<Outputs<'c>, #rt::Error> {
-                    let inputs: [&[f32]; N_INPUTS] = [#(inputs.#in_fields),*];
-                    #(#rt::io::check_input(&INPUTS[#in_idx], inputs[#in_idx])?;)*
+                    let _ = &inputs;
+                    let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::typed_input(&INPUTS[#in_idx], inputs.#in_fields)?),*];
                     execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
                     Ok(Outputs {
-                        #(#out_fields: ctx.arena.region("outputs", #out_regions)?,)*
+                        #(#out_fields: { let region = ctx.arena.region("outputs", #out_regions)?; #out_views },)*
                     })
                 }
 
@@ -191,9 +222,9 @@ impl<'a> Emitter<'a> {
                     if inputs.len() != N_INPUTS {
                         return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
                     }
-                    let inputs: [&[f32]; N_INPUTS] = [#(#rt::io::f32_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
+                    let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::bytes_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
                     execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
-                    Ok([#(#rt::io::as_bytes(ctx.arena.region("outputs", #out_regions)?)),*])
+                    Ok([#(#rt::io::output_bytes(ctx.arena.region("outputs", #out_regions)?, #out_nbytes)?),*])
                 }
 
                 /// [`Model::run_bytes`], also adding each step's wall time in seconds to
@@ -202,14 +233,14 @@ impl<'a> Emitter<'a> {
                     if inputs.len() != N_INPUTS {
                         return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
                     }
-                    let inputs: [&[f32]; N_INPUTS] = [#(#rt::io::f32_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
+                    let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::bytes_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
                     execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times)?;
-                    Ok([#(#rt::io::as_bytes(ctx.arena.region("outputs", #out_regions)?)),*])
+                    Ok([#(#rt::io::output_bytes(ctx.arena.region("outputs", #out_regions)?, #out_nbytes)?),*])
                 }
             }
 
             /// Runs every step; `times` is empty, or one slot per step to add its time to.
-            fn execute(w: &[f32], inputs: &[&[f32]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
+            fn execute(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
                 #(#part_names(w, inputs, arena, times)?;)*
                 Ok(())
             }
@@ -234,6 +265,9 @@ impl<'a> Emitter<'a> {
         }
         if let Some((x, delta)) = self.plan.overlap(s.output) {
             return self.overlapping(s, x, delta, index);
+        }
+        if let Kernel::Typed(call) = &s.kernel {
+            return Ok(self.typed(s, call, index));
         }
         let rt = self.rt;
         let step_name = &s.node;
@@ -354,6 +388,7 @@ impl<'a> Emitter<'a> {
                 let x = a(0);
                 quote!(#rt::kernels::copy(#x, out);)
             }
+            Kernel::Typed(_) => unreachable!("typed steps return above"),
         };
         let (call, regions) = match in_place {
             None => (
@@ -384,7 +419,8 @@ impl<'a> Emitter<'a> {
         match op {
             Operand::Input(i) => {
                 let i = us(i);
-                quote!(inputs[#i])
+                let rt = self.rt;
+                quote!(#rt::typed::input::<f32>(inputs[#i])?)
             }
             Operand::Weight { offset, len } => {
                 let (a, b) = (us(offset), us(offset + len));
@@ -414,6 +450,110 @@ impl<'a> Emitter<'a> {
 }
 
 impl Emitter<'_> {
+    /// The element type and count of an operand.
+    fn operand_type(&self, op: Operand) -> (DType, usize) {
+        let p = self.program;
+        match op {
+            Operand::Input(i) => (p.inputs[i].dtype, p.inputs[i].shape.iter().product()),
+            Operand::Weight { offset, len } => p
+                .weight_entries
+                .iter()
+                .find(|e| e.offset == offset && e.len == len)
+                .map_or((DType::F32, len), |e| (e.dtype, e.elems)),
+            Operand::Buffer(b) => (p.buffers[b.index()].dtype, p.buffers[b.index()].elems),
+        }
+    }
+
+    /// A typed view of operand `op` for a typed kernel.
+    fn typed_arg(&self, op: Operand, refs: &mut Vec<(TokenStream, syn::Ident)>) -> TokenStream {
+        let rt = self.rt;
+        let (dtype, n) = self.operand_type(op);
+        let ty: TokenStream = dtype.rust_type().parse().unwrap_or_default();
+        let n = us(n);
+        match op {
+            Operand::Input(i) => {
+                let i = us(i);
+                quote!(#rt::typed::input::<#rt::#ty>(inputs[#i])?)
+            }
+            Operand::Weight { offset, len } => {
+                let (a, b) = (us(offset), us(offset + len));
+                quote!(#rt::typed::view::<#rt::#ty>(&w[#a..#b], #n)?)
+            }
+            Operand::Buffer(b) => {
+                let name = format_ident!("in{}", refs.len());
+                refs.push((self.region(b), name.clone()));
+                quote!(#rt::typed::view::<#rt::#ty>(#name, #n)?)
+            }
+        }
+    }
+
+    /// A call into `kiln_runtime::typed`.
+    fn typed(&self, s: &Step, call: &TypedCall, index: usize) -> TokenStream {
+        let rt = self.rt;
+        let func = format_ident!("{}", call.func);
+        let types: Vec<TokenStream> = call
+            .types
+            .iter()
+            .map(|d| {
+                let ty: TokenStream = d.rust_type().parse().unwrap_or_default();
+                quote!(#rt::#ty)
+            })
+            .collect();
+        let mut refs = Vec::new();
+        let args: Vec<TokenStream> = s
+            .inputs
+            .iter()
+            .map(|&op| self.typed_arg(op, &mut refs))
+            .collect();
+        let args = if call.variadic {
+            vec![quote!(&[#(#args),*])]
+        } else {
+            args
+        };
+        let params = call.params.as_ref().map(|p| {
+            let text = p.replace("$rt", &rt.to_string());
+            let expr: TokenStream = text.parse().unwrap_or_default();
+            quote!(&#expr,)
+        });
+        let question = if call.fallible { quote!(?) } else { quote!() };
+        let (ref_regions, ref_names): (Vec<_>, Vec<_>) = refs.into_iter().unzip();
+        let step_name = &s.node;
+        let out_bufs: Vec<_> = std::iter::once(s.output)
+            .chain(s.extra_outputs.iter().copied())
+            .collect();
+        let out_regions: Vec<TokenStream> = out_bufs.iter().map(|&b| self.region(b)).collect();
+        let out_names: Vec<syn::Ident> = (0..out_bufs.len())
+            .map(|k| {
+                if k == 0 {
+                    format_ident!("out")
+                } else {
+                    format_ident!("out{}", k)
+                }
+            })
+            .collect();
+        let outs: Vec<TokenStream> = out_bufs
+            .iter()
+            .zip(&out_names)
+            .map(|(&b, name)| {
+                let b = &self.program.buffers[b.index()];
+                let ty: TokenStream = b.dtype.rust_type().parse().unwrap_or_default();
+                let n = us(b.elems);
+                quote!(#rt::typed::view_mut::<#rt::#ty>(#name, #n)?)
+            })
+            .collect();
+        // An accumulation (`*_acc`) takes its output first, then what it adds in.
+        let call_args = if call.func.ends_with("_acc") {
+            quote!(#rt::typed::#func::<#(#types),*>(#params #(#outs,)* #(#args),*)#question;)
+        } else {
+            quote!(#rt::typed::#func::<#(#types),*>(#params #(#args,)* #(#outs),*)#question;)
+        };
+        let body = quote! {
+            let ([#(#out_names),*], [#(#ref_names),*]) = arena.regions(#step_name, [#(#out_regions),*], [#(#ref_regions),*])?;
+            #call_args
+        };
+        self.timed(step_comment(s, None), body, index)
+    }
+
     /// A pooling step whose output the plan started inside its input `x`, `delta` bytes
     /// from it: the arena proves the plane order safe before lending both.
     fn overlapping(

@@ -123,7 +123,10 @@ fn check_sizes(p: &Program) -> Result<(), Error> {
         }
     }
     for s in &p.steps {
-        for b in std::iter::once(s.output).chain(s.scratch) {
+        for b in std::iter::once(s.output)
+            .chain(s.extra_outputs.iter().copied())
+            .chain(s.scratch)
+        {
             let buf = &p.buffers[b.index()];
             if buf.len > MAX_ELEMENTS {
                 let what = if buf.scratch {
@@ -491,6 +494,12 @@ impl Emitter<'_> {
             Kernel::Copy => {
                 let len = us(out_len);
                 single(None, quote!(copy(#len)), geometry::copy(out_len))
+            }
+            Kernel::Typed(_) => {
+                return Err(Error::Codegen(format!(
+                    "step `{}` ({}) has no CUDA kernel yet",
+                    s.node, s.op_type
+                )));
             }
             Kernel::Concat(p) => {
                 // One launch per input, each copying its rows into its columns of the

@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod cuda;
 mod names;
+pub mod params_expr;
 mod tokens;
 
 use proc_macro2::{Literal, TokenStream};
@@ -109,6 +110,19 @@ impl IoFields {
     }
 }
 
+/// The element type of an `Inputs` or outputs field (`bool` for booleans).
+fn api_type(rt: &TokenStream, io: &Io) -> TokenStream {
+    let ty: TokenStream = io.dtype.api_type().parse().unwrap_or_default();
+    if matches!(
+        io.dtype,
+        crate::tensor::DType::F16 | crate::tensor::DType::BF16
+    ) {
+        quote!(#rt::#ty)
+    } else {
+        ty
+    }
+}
+
 /// The doc comment of an `Inputs` or outputs field.
 fn io_doc(io: &Io) -> String {
     format!(" `{}`: {} {:?}", io.name, io.dtype, io.shape)
@@ -126,7 +140,7 @@ fn common_items(
 ) -> TokenStream {
     let p = program;
     let arena_bytes = us(plan.arena_bytes);
-    let weights_bytes = us(p.weights.len() * 4);
+    let weights_bytes = us(p.weights.len());
     let (n_in, n_out) = (us(p.inputs.len()), us(p.outputs.len()));
     let infos = |ios: Vec<&Io>| {
         ios.into_iter()

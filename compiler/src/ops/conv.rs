@@ -1,0 +1,293 @@
+//! Convolution, pooling and LRN over NCHW float32, on the tuned kernels (each has a
+//! CUDA kernel). Windows are resolved once by [`crate::window::resolve`] for inference
+//! and lowering.
+
+use std::sync::Arc;
+
+use kiln_runtime::params;
+
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use crate::impl_as_any;
+use crate::ir::{Activation, Window};
+use crate::lower::{Kernel, Window2d, activation_param};
+use crate::window;
+
+/// 2-D convolution with an optional fused activation (added by the fusion pass).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conv {
+    pub window: Window,
+    pub group: usize,
+    pub activation: Option<Activation>,
+}
+
+impl Operator for Conv {
+    fn name(&self) -> &'static str {
+        "Conv"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::F32)?;
+        let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
+        let group = self.group;
+        if xs.len() != 4 || ws.len() != 4 {
+            return Err(format!(
+                "only 2-D convolution (rank-4 input and weight) is supported; input {xs:?}, weight {ws:?}"
+            ));
+        }
+        if group > xs[1].max(1) {
+            return Err(format!(
+                "group {group} exceeds the input's {} channels",
+                xs[1]
+            ));
+        }
+        if ws[1].checked_mul(group) != Some(xs[1]) {
+            return Err(format!(
+                "input has {} channels, weight {ws:?} with group {group} expects {}",
+                xs[1],
+                ws[1].saturating_mul(group)
+            ));
+        }
+        if ws[0] % group != 0 {
+            return Err(format!(
+                "weight {ws:?} has {} output channels, not a multiple of group {group}",
+                ws[0]
+            ));
+        }
+        if let Some(b) = cx.opt(2)
+            && b.shape() != [ws[0]]
+        {
+            return Err(format!(
+                "bias has shape {:?}, expected [{}]",
+                b.shape(),
+                ws[0]
+            ));
+        }
+        let sp = window::resolve(&self.window, &xs[2..], Some(&ws[2..]), false)?;
+        Ok(vec![Fact::new(d, vec![xs[0], ws[0], sp.out[0], sp.out[1]])])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let (x_shape, w_shape) = (cx.shape(0)?, cx.shape(1)?);
+        let y_shape = cx.out(0)?.shape();
+        let win = Window2d::from(&window::resolve(
+            &self.window,
+            &x_shape[2..],
+            Some(&w_shape[2..]),
+            false,
+        )?);
+        let p = params::Conv2d {
+            n: x_shape[0],
+            c_in: x_shape[1],
+            h_in: x_shape[2],
+            w_in: x_shape[3],
+            c_out: y_shape[1],
+            h_out: y_shape[2],
+            w_out: y_shape[3],
+            kernel: win.kernel,
+            stride: win.stride,
+            dilation: win.dilation,
+            pads: win.pads,
+            group: self.group,
+            activation: activation_param(self.activation),
+        };
+        let inputs = cx.operands()?;
+        let out = cx.output(0)?;
+        cx.step_with_scratch(Kernel::Conv2d(p), inputs, out, p.scratch_len());
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// MaxPool and AveragePool over 2-D windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub window: Window,
+    /// `None` for MaxPool.
+    pub average: Option<bool>,
+}
+
+impl Operator for Pool {
+    fn name(&self) -> &'static str {
+        if self.average.is_some() {
+            "AveragePool"
+        } else {
+            "MaxPool"
+        }
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::F32)?;
+        let xs = cx.shape(0)?;
+        if xs.len() != 4 {
+            return Err(format!(
+                "only 2-D pooling (rank-4 input) is supported, got {xs:?}"
+            ));
+        }
+        let sp = window::resolve(&self.window, &xs[2..], None, true)?;
+        if cx.n_outputs() > 1 {
+            return Err("the Indices output of MaxPool is not supported".into());
+        }
+        Ok(vec![Fact::new(d, vec![xs[0], xs[1], sp.out[0], sp.out[1]])])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let x_shape = cx.shape(0)?;
+        let y_shape = cx.out(0)?.shape();
+        let win = Window2d::from(&window::resolve(&self.window, &x_shape[2..], None, true)?);
+        let kind = match self.average {
+            Some(count_include_pad) => params::PoolKind::Average { count_include_pad },
+            None => params::PoolKind::Max,
+        };
+        let p = params::Pool2d {
+            kind,
+            n: x_shape[0],
+            c: x_shape[1],
+            h_in: x_shape[2],
+            w_in: x_shape[3],
+            h_out: y_shape[2],
+            w_out: y_shape[3],
+            kernel: win.kernel,
+            stride: win.stride,
+            dilation: win.dilation,
+            pads: win.pads,
+        };
+        let x = cx.operand(0)?;
+        let out = cx.output(0)?;
+        cx.step(Kernel::Pool2d(p), vec![x], out);
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// GlobalAveragePool: the mean over every spatial position.
+#[derive(Debug, Clone)]
+pub struct GlobalAveragePool;
+
+impl Operator for GlobalAveragePool {
+    fn name(&self) -> &'static str {
+        "GlobalAveragePool"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::F32)?;
+        let xs = cx.shape(0)?;
+        if xs.len() < 3 {
+            return Err(format!("input must have rank ≥ 3, got {xs:?}"));
+        }
+        let mut s = xs[..2].to_vec();
+        s.extend(std::iter::repeat_n(1, xs.len() - 2));
+        Ok(vec![Fact::new(d, s)])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let xs = cx.shape(0)?;
+        let p = params::ReduceMean {
+            outer: xs[0] * xs[1],
+            inner: xs[2..].iter().product(),
+        };
+        let x = cx.operand(0)?;
+        let out = cx.output(0)?;
+        cx.step(Kernel::ReduceMean(p), vec![x], out);
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// Local response normalisation across channels.
+#[derive(Debug, Clone)]
+pub struct Lrn {
+    pub size: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: f32,
+}
+
+impl Operator for Lrn {
+    fn name(&self) -> &'static str {
+        "LRN"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::F32)?;
+        let xs = cx.shape(0)?;
+        if xs.len() < 2 {
+            return Err(format!("input must have rank ≥ 2, got {xs:?}"));
+        }
+        Ok(vec![Fact::new(d, xs.to_vec())])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let xs = cx.shape(0)?;
+        let p = params::Lrn {
+            n: xs[0],
+            c: xs[1],
+            inner: xs[2..].iter().product(),
+            size: self.size,
+            alpha: self.alpha,
+            beta: self.beta,
+            bias: self.bias,
+        };
+        let x = cx.operand(0)?;
+        let out = cx.output(0)?;
+        cx.step(Kernel::Lrn(p), vec![x], out);
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+pub const OPS: &[OpDef] = &[
+    OpDef {
+        name: "Conv",
+        since: 1,
+        types: Types::F32,
+        cuda: true,
+        parse: |cx| {
+            Ok(Arc::new(Conv {
+                window: cx.attrs.window()?,
+                group: cx.attrs.positive("group", Some(1))?,
+                activation: None,
+            }))
+        },
+    },
+    OpDef {
+        name: "MaxPool",
+        since: 1,
+        types: Types::F32,
+        cuda: true,
+        parse: |cx| {
+            if cx.attrs.int_or("storage_order", 0)? != 0 {
+                return Err("storage_order=1 is not supported".into());
+            }
+            Ok(Arc::new(Pool {
+                window: cx.attrs.window()?,
+                average: None,
+            }))
+        },
+    },
+    OpDef {
+        name: "AveragePool",
+        since: 1,
+        types: Types::F32,
+        cuda: true,
+        parse: |cx| {
+            Ok(Arc::new(Pool {
+                window: cx.attrs.window()?,
+                average: Some(cx.attrs.flag("count_include_pad")?),
+            }))
+        },
+    },
+    OpDef {
+        name: "GlobalAveragePool",
+        since: 1,
+        types: Types::F32,
+        cuda: true,
+        parse: |_| Ok(Arc::new(GlobalAveragePool)),
+    },
+    OpDef {
+        name: "LRN",
+        since: 1,
+        types: Types::F32,
+        cuda: true,
+        parse: |cx| {
+            let a = &cx.attrs;
+            Ok(Arc::new(Lrn {
+                size: a.positive("size", None)?,
+                alpha: a.float_or("alpha", 1e-4)?,
+                beta: a.float_or("beta", 0.75)?,
+                bias: a.float_or("bias", 1.0)?,
+            }))
+        },
+    },
+];

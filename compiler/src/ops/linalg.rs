@@ -1,0 +1,268 @@
+//! Matrix products: Gemm and MatMul. float32 goes to the tuned faer kernels (and has
+//! CUDA kernels); other numeric types to the typed naive product.
+
+#[allow(unused_imports)]
+use kiln_runtime::typed::Elem as _;
+use std::sync::Arc;
+
+use kiln_runtime::params;
+use kiln_runtime::typed::{self, params as tp};
+
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast};
+use crate::ir::Activation;
+use crate::lower::{Kernel, TypedCall, activation_param, broadcast_strides};
+use crate::tensor::{DType, Scalar, Tensor};
+use crate::{dispatch_data, impl_as_any};
+
+/// `Y = alpha·op(A)·op(B) + beta·C`, with an activation the fusion pass may add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gemm {
+    pub alpha: f32,
+    pub beta: f32,
+    pub trans_a: bool,
+    pub trans_b: bool,
+    pub activation: Option<Activation>,
+}
+
+impl Operator for Gemm {
+    fn name(&self) -> &'static str {
+        "Gemm"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::F32)?;
+        let (a, b) = (cx.shape(0)?, cx.shape(1)?);
+        if a.len() != 2 || b.len() != 2 {
+            return Err(format!("A and B must be matrices, got {a:?} and {b:?}"));
+        }
+        let (m, ka) = if self.trans_a {
+            (a[1], a[0])
+        } else {
+            (a[0], a[1])
+        };
+        let (kb, n) = if self.trans_b {
+            (b[1], b[0])
+        } else {
+            (b[0], b[1])
+        };
+        if ka != kb {
+            return Err(format!("inner dimensions differ: A {a:?}, B {b:?}"));
+        }
+        if let Some(c) = cx.opt(2) {
+            let cs = c.shape();
+            if cs.len() > 2 || broadcast(&[cs, &[m, n]]).ok().as_deref() != Some(&[m, n]) {
+                return Err(format!(
+                    "C has shape {cs:?}, which does not broadcast to [{m}, {n}]"
+                ));
+            }
+        }
+        Ok(vec![Fact::new(d, vec![m, n])])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let x_shape = cx.shape(0)?;
+        let y_shape = cx.out(0)?.shape();
+        let k = if self.trans_a { x_shape[0] } else { x_shape[1] };
+        let (m, n) = (y_shape[0], y_shape[1]);
+        let c_strides = match cx.opt(2) {
+            None => [0, 0],
+            Some(c) => {
+                let cs = c.shape();
+                let full: Vec<usize> = std::iter::repeat_n(1, 2 - cs.len().min(2))
+                    .chain(cs.iter().copied())
+                    .collect();
+                [
+                    if full[0] == 1 { 0 } else { full[1] },
+                    if full[1] == 1 { 0 } else { 1 },
+                ]
+            }
+        };
+        let p = params::Gemm {
+            m,
+            n,
+            k,
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            alpha: self.alpha,
+            beta: self.beta,
+            c_strides,
+            activation: activation_param(self.activation),
+        };
+        let inputs = cx.operands()?;
+        let out = cx.output(0)?;
+        cx.step(Kernel::Gemm(p), inputs, out);
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// MatMul's operands with NumPy's 1-D promotion: a vector `a` becomes a row `[1, k]`,
+/// a vector `b` a column `[k, 1]`.
+pub fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let a2 = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2 = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
+    (a2, b2)
+}
+
+fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul operands must have rank ≥ 1".into());
+    }
+    let (a2, b2) = matmul_operands(a, b);
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if k != k2 {
+        return Err(format!("inner dimensions differ: {a:?} × {b:?}"));
+    }
+    let mut out = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok(out)
+}
+
+/// The batch geometry of a MatMul: `(m, k, n, batch shape, A's and B's batch strides)`.
+type Batch = (usize, usize, usize, Vec<usize>, Vec<usize>, Vec<usize>);
+
+fn batch_geometry(a: &[usize], b: &[usize], y: &[usize]) -> Batch {
+    let (a2, b2) = matmul_operands(a, b);
+    let (m, k, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 1]);
+    let batch_rank = a2.len().max(b2.len()) - 2;
+    let batch: Vec<usize> = y[..y.len() - (a.len() > 1) as usize - (b.len() > 1) as usize].to_vec();
+    let batch = if batch.len() == batch_rank {
+        batch
+    } else {
+        vec![1; batch_rank]
+    };
+    let sa = broadcast_strides(&a2[..a2.len() - 2], &batch);
+    let sb = broadcast_strides(&b2[..b2.len() - 2], &batch);
+    (m, k, n, batch, sa, sb)
+}
+
+/// The tuned kernel's parameters.
+pub(crate) fn matmul_params(a: &[usize], b: &[usize], y: &[usize]) -> R<params::MatMul> {
+    let (m, k, n, batch, sa, sb) = batch_geometry(a, b, y);
+    if batch.len() > params::MAX_RANK {
+        return Err(format!(
+            "batch rank {} exceeds the supported {}",
+            batch.len(),
+            params::MAX_RANK
+        ));
+    }
+    let mut p = params::MatMul {
+        m,
+        n,
+        k,
+        batch_rank: batch.len(),
+        batch_shape: [1; params::MAX_RANK],
+        a_batch_strides: [0; params::MAX_RANK],
+        b_batch_strides: [0; params::MAX_RANK],
+    };
+    p.batch_shape[..batch.len()].copy_from_slice(&batch);
+    p.a_batch_strides[..batch.len()].copy_from_slice(&sa);
+    p.b_batch_strides[..batch.len()].copy_from_slice(&sb);
+    Ok(p)
+}
+
+fn typed_matmul_params(a: &[usize], b: &[usize], y: &[usize]) -> R<tp::MatMul> {
+    let (m, k, n, batch, sa, sb) = batch_geometry(a, b, y);
+    if batch.len() > tp::RANK {
+        return Err(format!("batch rank {} exceeds {}", batch.len(), tp::RANK));
+    }
+    let mut p = tp::MatMul {
+        m,
+        n,
+        k,
+        batch_rank: batch.len(),
+        batch_shape: [1; tp::RANK],
+        a_batch_strides: [0; tp::RANK],
+        b_batch_strides: [0; tp::RANK],
+    };
+    p.batch_shape[..batch.len()].copy_from_slice(&batch);
+    p.a_batch_strides[..batch.len()].copy_from_slice(&sa);
+    p.b_batch_strides[..batch.len()].copy_from_slice(&sb);
+    Ok(p)
+}
+
+#[derive(Debug, Clone)]
+pub struct MatMul;
+
+impl Operator for MatMul {
+    fn name(&self) -> &'static str {
+        "MatMul"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Numeric)?;
+        if cx.dtype(1)? != d {
+            return Err(format!("B is {}, A is {d}", cx.dtype(1)?));
+        }
+        Ok(vec![Fact::new(
+            d,
+            matmul_shape(cx.shape(0)?, cx.shape(1)?)?,
+        )])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let (a, b) = (cx.constant(0, "A")?, cx.constant(1, "B")?);
+        let y = &outs[0].shape;
+        let p = typed_matmul_params(&a.shape, &b.shape, y)?;
+        let data = dispatch_data!(&a.data, av: T => {
+            let bv = b.values::<T>().ok_or("operand types differ")?;
+            let mut out = vec![T::default(); y.iter().product()];
+            typed::matmul(&p, av, bv, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(y.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let d = cx.dtype(0)?;
+        let (a, b) = (cx.shape(0)?, cx.shape(1)?);
+        let y = cx.out(0)?.shape();
+        let inputs = cx.operands()?;
+        if d == DType::F32
+            && let Ok(p) = matmul_params(a, b, y)
+        {
+            let out = cx.output(0)?;
+            cx.step(Kernel::MatMul(p), inputs, out);
+            return Ok(());
+        }
+        let call = TypedCall::new("matmul", vec![d], &typed_matmul_params(a, b, y)?);
+        cx.typed(call, inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+pub const OPS: &[OpDef] = &[
+    OpDef {
+        name: "Gemm",
+        since: 7,
+        types: Types::F32,
+        cuda: true,
+        parse: |cx| {
+            let a = &cx.attrs;
+            Ok(Arc::new(Gemm {
+                alpha: a.float_or("alpha", 1.0)?,
+                beta: a.float_or("beta", 1.0)?,
+                trans_a: a.flag("transA")?,
+                trans_b: a.flag("transB")?,
+                activation: None,
+            }))
+        },
+    },
+    OpDef {
+        name: "MatMul",
+        since: 1,
+        types: Types::Numeric,
+        cuda: true,
+        parse: |_| Ok(Arc::new(MatMul)),
+    },
+];

@@ -1,0 +1,182 @@
+//! Reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+//! ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare, and GlobalMaxPool (a
+//! ReduceMax over the spatial axes). Axes come from the attribute (before the opset
+//! where each moved them to input 1) or that input.
+
+#[allow(unused_imports)]
+use kiln_runtime::typed::Elem as _;
+use std::sync::Arc;
+
+use kiln_runtime::typed::{self, params as tp};
+
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use crate::lower::TypedCall;
+use crate::tensor::{Scalar, Tensor};
+use crate::{dispatch_data, impl_as_any};
+
+#[derive(Debug, Clone)]
+pub struct Reduce {
+    pub name: &'static str,
+    pub op: tp::ReduceOp,
+    /// `None`: axes from input 1 (or all axes when it is absent).
+    pub axes: Option<Vec<i64>>,
+    pub keepdims: bool,
+    pub noop_with_empty_axes: bool,
+}
+
+impl Reduce {
+    /// The kernel's parameters and the output shape.
+    fn params(&self, cx: &InferCx) -> R<(tp::Reduce, Vec<usize>)> {
+        let s = cx.shape(0)?;
+        let rank = s.len();
+        if rank > tp::RANK {
+            return Err(format!("rank {rank} exceeds {}", tp::RANK));
+        }
+        let axes = match &self.axes {
+            Some(a) => a.clone(),
+            None => match cx.opt(1) {
+                Some(_) => cx.constant(1, "axes")?.as_i64(),
+                None => Vec::new(),
+            },
+        };
+        let mut reduced = [false; tp::RANK];
+        if axes.is_empty() {
+            if !self.noop_with_empty_axes {
+                reduced[..rank].iter_mut().for_each(|r| *r = true);
+            }
+        } else {
+            for a in axes {
+                reduced[normalize_axis(a, rank)?] = true;
+            }
+        }
+        let mut p = tp::Reduce {
+            op: self.op,
+            rank,
+            in_shape: [1; tp::RANK],
+            reduced,
+        };
+        p.in_shape[..rank].copy_from_slice(s);
+        let shape = (0..rank)
+            .filter_map(|d| match (reduced[d], self.keepdims) {
+                (false, _) => Some(s[d]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        Ok((p, shape))
+    }
+}
+
+impl Operator for Reduce {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        cx.check_type(0, Types::Numeric)?;
+        Ok(vec![Fact::new(cx.dtype(0)?, self.params(cx)?.1)])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let x = cx.constant(0, "data")?;
+        let (p, _) = self.params(cx)?;
+        let n = outs[0].shape.iter().product();
+        let data = dispatch_data!(&x.data, v: T => {
+            let mut out = vec![T::default(); n];
+            typed::reduce(&p, v, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let infer = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let (p, _) = self.params(&infer)?;
+        let d = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        cx.typed(TypedCall::new("reduce", vec![d], &p), vec![x], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// Declares reductions: `"Name" ReduceOp since_axes_input;` — the opset from which the
+/// axes are input 1 instead of an attribute.
+macro_rules! reduce_ops {
+    ($($name:literal $op:ident $axes_input:literal;)*) => {
+        pub const OPS: &[OpDef] = &[
+            $(OpDef {
+                name: $name,
+                since: 1,
+                types: Types::Numeric,
+                cuda: false,
+                parse: |cx| reduce(cx, $name, tp::ReduceOp::$op, $axes_input),
+            },)*
+            OpDef {
+                name: "GlobalMaxPool",
+                since: 1,
+                types: Types::Float,
+                cuda: false,
+                parse: |_| Ok(Arc::new(GlobalMaxPool)),
+            },
+        ];
+    };
+}
+
+reduce_ops! {
+    "ReduceSum" Sum 13;
+    "ReduceMean" Mean 18;
+    "ReduceMax" Max 18;
+    "ReduceMin" Min 18;
+    "ReduceProd" Prod 18;
+    "ReduceL1" L1 18;
+    "ReduceL2" L2 18;
+    "ReduceLogSum" LogSum 18;
+    "ReduceLogSumExp" LogSumExp 18;
+    "ReduceSumSquare" SumSquare 18;
+}
+
+fn reduce(cx: &ParseCx, name: &'static str, op: tp::ReduceOp, axes_input: i64) -> R<super::Op> {
+    let axes = if cx.opset < axes_input {
+        Some(cx.attrs.ints("axes")?.unwrap_or_default())
+    } else {
+        None
+    };
+    Ok(Arc::new(Reduce {
+        name,
+        op,
+        axes,
+        keepdims: cx.attrs.int_or("keepdims", 1)? != 0,
+        noop_with_empty_axes: cx.attrs.flag("noop_with_empty_axes")?,
+    }))
+}
+
+/// GlobalMaxPool: ReduceMax over every axis after the first two, keeping them.
+#[derive(Debug, Clone)]
+pub struct GlobalMaxPool;
+
+impl GlobalMaxPool {
+    fn reduce(&self, rank: usize) -> Reduce {
+        Reduce {
+            name: "GlobalMaxPool",
+            op: tp::ReduceOp::Max,
+            axes: Some((2..rank as i64).collect()),
+            keepdims: true,
+            noop_with_empty_axes: true,
+        }
+    }
+}
+
+impl Operator for GlobalMaxPool {
+    fn name(&self) -> &'static str {
+        "GlobalMaxPool"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        self.reduce(cx.shape(0)?.len()).infer(cx)
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let rank = cx.shape(0)?.len();
+        self.reduce(rank).lower(cx)
+    }
+    impl_as_any!();
+}

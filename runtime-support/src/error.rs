@@ -67,4 +67,3 @@ pub enum Error {
         dtype: &'static str,
     },
 }
-

@@ -8,15 +8,26 @@
 
 pub mod elem;
 pub mod elementwise;
+pub mod index;
 pub mod layout;
 pub mod matmul;
-pub mod reduce;
+pub mod norm;
 pub mod params;
+pub mod recurrent;
+pub mod reduce;
+pub mod view;
 
 pub use elem::{Bool, Elem};
 pub use elementwise::{
     binary, binary_acc, cast, compare, is_inf, is_nan, pow, range, unary, unary_inplace, where_,
 };
+pub use index::{
+    Index, eye_like, gather, gather_elements, gather_nd, one_hot, scatter_elements, scatter_nd,
+    top_k,
+};
 pub use layout::{concat, copy_strided, pad, trilu};
 pub use matmul::matmul;
+pub use norm::{batch_norm, group_norm, layer_norm, lp_norm, lrn, mean_variance_norm, rms_norm};
+pub use recurrent::{gru, lstm, rnn};
 pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};
+pub use view::{copy, input, view, view_mut};

@@ -368,3 +368,5 @@ pub use super::index::{
     EyeLike, Gather, GatherElements, GatherNd, OneHot, ScatterElements, ScatterNd,
     ScatterReduction, TopK,
 };
+pub use super::norm::{BatchNormT, GroupNorm, LayerNorm, LpNorm, LrnT, Mvn, RmsNorm};
+pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};

@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::lower::{self, Kernel, Operand, Program, Step};
 use crate::plan::{self, BufferId, BufferRequest, MemoryPlan, PlanInput, PlaneOrder};
 use crate::schedule::{self, Schedule, ScheduleChoice};
+use crate::tensor::Tensor;
 use crate::{infer, load, passes};
 
 /// The code generation target.
@@ -69,6 +70,11 @@ pub struct Options {
     /// overwrite a blob another build is reading. The caller writes the file
     /// ([`Compiled::weights`] to `dir.join(`[`Compiled::weights_file_name`]`())`).
     pub weights_dir: Option<PathBuf>,
+    /// Graph inputs bound to values at compile time: they become constants (and fold
+    /// with everything computed from them) and leave the generated `Inputs`. For inputs
+    /// that set shapes (a Reshape target, Reduce axes, TopK's k) until dynamic shapes
+    /// exist; the value's type and shape must match the model's declaration.
+    pub constant_inputs: Vec<(String, Tensor)>,
 }
 
 impl Default for Options {
@@ -81,6 +87,7 @@ impl Default for Options {
             weights: WeightsMode::Embed,
             runtime_path: "::kiln_runtime".into(),
             weights_dir: None,
+            constant_inputs: Vec::new(),
         }
     }
 }
@@ -226,7 +233,13 @@ pub fn compile_bytes(
         },
         e => e,
     })?;
-    let dims: HashMap<String, Vec<usize>> = opts.input_dims.iter().cloned().collect();
+    bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
+    let dims: HashMap<String, Vec<usize>> = opts
+        .input_dims
+        .iter()
+        .filter(|(n, _)| !opts.constant_inputs.iter().any(|(b, _)| b == n))
+        .cloned()
+        .collect();
     infer::infer(&mut graph, &dims)?;
     passes::run(&mut graph)?;
     let mut program = lower::lower(&graph)?;
@@ -284,6 +297,47 @@ pub fn compile_bytes(
         plan,
         schedule,
     })
+}
+
+/// Turns the graph inputs named in `bound` into constants of the given values.
+fn bind_constant_inputs(
+    graph: &mut crate::ir::Graph,
+    bound: &[(String, Tensor)],
+) -> Result<(), Error> {
+    for (name, t) in bound {
+        let err = |message: String| Error::Input {
+            input: name.clone(),
+            message,
+        };
+        let pos = graph
+            .inputs
+            .iter()
+            .position(|i| graph.value(i.value).name == *name)
+            .ok_or_else(|| err("the model has no such input to bind to a constant".into()))?;
+        let input = graph.inputs.remove(pos);
+        let v = graph.value_mut(input.value);
+        if v.dtype != t.dtype {
+            return Err(err(format!(
+                "is declared {}, the bound value is {}",
+                v.dtype, t.dtype
+            )));
+        }
+        let fits = input.dims.len() == t.shape.len()
+            && input
+                .dims
+                .iter()
+                .zip(&t.shape)
+                .all(|(d, &s)| !matches!(d, crate::ir::Dim::Fixed(f) if *f != s));
+        if !fits && !input.dims.is_empty() {
+            return Err(err(format!(
+                "the bound value has shape {:?}, which the declared dims do not allow",
+                t.shape
+            )));
+        }
+        v.shape = Some(t.shape.clone());
+        v.constant = Some(t.clone());
+    }
+    Ok(())
 }
 
 /// Plans `program` in file order and, where it differs, in the memory-aware order

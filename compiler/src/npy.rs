@@ -1,25 +1,22 @@
-//! Minimal `.npy` reading and writing for `kiln run`: version 1–3 headers, C order,
-//! little-endian `f4`/`f8`/`i4`/`i8` read as `f32`, `f4` written.
+//! `.npy` files of every element type Kiln supports, through `npyz`: `kiln run`'s
+//! inputs and outputs, and inputs bound at compile time ([`crate::Options::constant_inputs`]).
 
 use std::path::Path;
 
+use npyz::{DType as NpyType, TypeChar, WriterBuilder};
+
 use crate::error::Error;
+use crate::tensor::{DType, Tensor};
 
-/// An array read from a `.npy` file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Array {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-fn bad(path: &Path, message: impl Into<String>) -> Error {
+fn bad(path: &Path, message: impl std::fmt::Display) -> Error {
     Error::Parse {
         path: path.to_owned(),
-        message: format!("not a supported .npy file: {}", message.into()),
+        message: format!("not a supported .npy file: {message}"),
     }
 }
 
-pub fn read(path: &Path) -> Result<Array, Error> {
+/// Reads a `.npy` file into a tensor of its own element type.
+pub fn read(path: &Path) -> Result<Tensor, Error> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_owned(),
         source,
@@ -27,94 +24,100 @@ pub fn read(path: &Path) -> Result<Array, Error> {
     parse(&bytes).map_err(|m| bad(path, m))
 }
 
-pub fn parse(bytes: &[u8]) -> Result<Array, String> {
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err("missing the \\x93NUMPY magic".into());
-    }
-    let (header_len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => return Err(format!("unknown format version {v}")),
+/// The element type of a NumPy type description (`<f4`, `|b1`, ...).
+fn dtype_of(t: &NpyType) -> Result<DType, String> {
+    let NpyType::Plain(ty) = t else {
+        return Err(format!("structured dtype {t:?}"));
     };
-    let header = bytes
-        .get(start..start + header_len)
-        .ok_or("truncated header")?;
-    let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
-    let field = |key: &str| -> Result<&str, String> {
-        let at = header
-            .find(&format!("'{key}'"))
-            .ok_or(format!("header lacks '{key}'"))?;
-        let rest = &header[at + key.len() + 2..];
-        Ok(rest.trim_start_matches([' ', ':']))
-    };
-    let descr = field("descr")?;
-    let descr = descr.split('\'').nth(1).ok_or("bad descr")?;
-    if field("fortran_order")?.starts_with("True") {
-        return Err("Fortran-order arrays are not supported".into());
-    }
-    let shape_text = field("shape")?;
-    let shape_text = &shape_text[1..shape_text.find(')').ok_or("bad shape")?];
-    let shape = shape_text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| format!("bad dimension `{s}`"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let n: usize = shape.iter().product();
-    let body = &bytes[start + header_len..];
-    let (size, conv): (usize, fn(&[u8]) -> f32) = match descr {
-        "<f4" | "|f4" => (4, |c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        "<f8" => (8, |c| {
-            f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32
-        }),
-        "<i4" => (4, |c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32),
-        "<i8" => (8, |c| {
-            i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32
-        }),
-        other => {
-            return Err(format!(
-                "element type `{other}` is not supported (use float32)"
-            ));
-        }
-    };
-    if body.len() != n * size {
-        return Err(format!(
-            "holds {} data bytes, shape {shape:?} of `{descr}` needs {}",
-            body.len(),
-            n * size
-        ));
-    }
-    Ok(Array {
-        shape,
-        data: body.chunks_exact(size).map(conv).collect(),
+    Ok(match (ty.type_char(), ty.size_field()) {
+        (TypeChar::Float, 2) => DType::F16,
+        (TypeChar::Float, 4) => DType::F32,
+        (TypeChar::Float, 8) => DType::F64,
+        (TypeChar::Int, 1) => DType::I8,
+        (TypeChar::Int, 2) => DType::I16,
+        (TypeChar::Int, 4) => DType::I32,
+        (TypeChar::Int, 8) => DType::I64,
+        (TypeChar::Uint, 1) => DType::U8,
+        (TypeChar::Uint, 2) => DType::U16,
+        (TypeChar::Uint, 4) => DType::U32,
+        (TypeChar::Uint, 8) => DType::U64,
+        (TypeChar::Bool, 1) => DType::Bool,
+        _ => return Err(format!("element type {ty} is not supported")),
     })
 }
 
-/// Serialises a float32 array as `.npy` version 1.
-pub fn to_bytes(shape: &[usize], data: &[f32]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_text = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape_text}, }}");
-    // Pad so that the data starts at a multiple of 64 bytes, newline-terminated.
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
+/// Parses the bytes of a `.npy` file (C order, little-endian).
+pub fn parse(bytes: &[u8]) -> Result<Tensor, String> {
+    let file = npyz::NpyFile::new(bytes).map_err(|e| e.to_string())?;
+    if file.order() != npyz::Order::C && file.shape().len() > 1 {
+        return Err("Fortran-order arrays are not supported".into());
     }
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len() * 4);
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
+    let dtype = dtype_of(&file.dtype())?;
+    let shape: Vec<usize> = file.shape().iter().map(|&d| d as usize).collect();
+    let n: usize = shape.iter().product();
+    macro_rules! vec_of {
+        ($t:ty) => {
+            file.into_vec::<$t>().map_err(|e| e.to_string())?
+        };
+    }
+    use crate::tensor::Data;
+    let data = match dtype {
+        DType::F16 => Data::F16(vec_of!(half::f16)),
+        DType::F32 => Data::F32(vec_of!(f32)),
+        DType::F64 => Data::F64(vec_of!(f64)),
+        DType::I8 => Data::I8(vec_of!(i8)),
+        DType::I16 => Data::I16(vec_of!(i16)),
+        DType::I32 => Data::I32(vec_of!(i32)),
+        DType::I64 => Data::I64(vec_of!(i64)),
+        DType::U8 => Data::U8(vec_of!(u8)),
+        DType::U16 => Data::U16(vec_of!(u16)),
+        DType::U32 => Data::U32(vec_of!(u32)),
+        DType::U64 => Data::U64(vec_of!(u64)),
+        DType::Bool => Data::Bool(
+            vec_of!(bool)
+                .into_iter()
+                .map(|b| kiln_runtime::typed::Bool(b as u8))
+                .collect(),
+        ),
+        DType::BF16 => return Err("bfloat16 has no NumPy type".into()),
+    };
+    if data.len() != n {
+        return Err(format!("{} values for shape {shape:?}", data.len()));
+    }
+    Ok(Tensor::new(shape, data))
+}
+
+/// The `.npy` bytes of `t` (bfloat16 is written as float32, which NumPy can read).
+pub fn to_bytes(t: &Tensor) -> Vec<u8> {
+    let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
+    let mut out = Vec::new();
+    macro_rules! write {
+        ($t:ty, $v:expr) => {{
+            let mut w = npyz::WriteOptions::<$t>::new()
+                .default_dtype()
+                .shape(&shape)
+                .writer(&mut out)
+                .begin_nd()
+                .expect("writing to a Vec cannot fail");
+            w.extend($v).expect("writing to a Vec cannot fail");
+            w.finish().expect("writing to a Vec cannot fail");
+        }};
+    }
+    use crate::tensor::Data;
+    match &t.data {
+        Data::F16(v) => write!(half::f16, v.iter().copied()),
+        Data::BF16(_) => write!(f32, t.as_f32().into_iter()),
+        Data::F32(v) => write!(f32, v.iter().copied()),
+        Data::F64(v) => write!(f64, v.iter().copied()),
+        Data::I8(v) => write!(i8, v.iter().copied()),
+        Data::I16(v) => write!(i16, v.iter().copied()),
+        Data::I32(v) => write!(i32, v.iter().copied()),
+        Data::I64(v) => write!(i64, v.iter().copied()),
+        Data::U8(v) => write!(u8, v.iter().copied()),
+        Data::U16(v) => write!(u16, v.iter().copied()),
+        Data::U32(v) => write!(u32, v.iter().copied()),
+        Data::U64(v) => write!(u64, v.iter().copied()),
+        Data::Bool(v) => write!(bool, v.iter().map(|b| b.0 != 0)),
     }
     out
 }
@@ -122,15 +125,30 @@ pub fn to_bytes(shape: &[usize], data: &[f32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor::Data;
 
     #[test]
-    fn round_trips_and_rejects_garbage() {
-        let bytes = to_bytes(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        let a = parse(&bytes).unwrap();
-        assert_eq!(a.shape, vec![2, 3]);
-        assert_eq!(a.data, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert!(parse(&bytes[..bytes.len() - 1]).is_err());
-        assert!(parse(b"not numpy at all").is_err());
-        assert!(parse(&bytes[..20]).is_err());
+    fn round_trips_every_type_and_rejects_garbage() {
+        let cases = [
+            Tensor::f32(vec![2, 2], vec![1.0, -2.5, 3.0, 4.0]),
+            Tensor::i64(vec![3], vec![i64::MAX, -1, 1 << 40]),
+            Tensor::new(
+                vec![2],
+                Data::Bool(vec![
+                    kiln_runtime::typed::Bool(1),
+                    kiln_runtime::typed::Bool(0),
+                ]),
+            ),
+            Tensor::new(
+                vec![1, 2],
+                Data::F16(vec![half::f16::from_f32(0.5), half::f16::ONE]),
+            ),
+            Tensor::new(vec![], Data::U8(vec![200])),
+        ];
+        for t in cases {
+            assert_eq!(parse(&to_bytes(&t)).unwrap(), t);
+        }
+        assert!(parse(b"not an npy file").is_err());
+        assert!(parse(&to_bytes(&Tensor::f32(vec![4], vec![0.0; 4]))[..70]).is_err());
     }
 }

@@ -15,6 +15,7 @@ use clap::Args;
 
 use crate::codegen::WeightsMode;
 use crate::error::Error;
+use crate::tensor::Tensor;
 use crate::{Options, compile, npy, parse_input_spec};
 
 #[derive(Args, Debug, Clone)]
@@ -102,7 +103,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     )?;
     write_if_changed(&src.join("main.rs"), DRIVER)?;
 
-    // Inputs: .npy data or seeded random values, handed over as raw little-endian f32.
+    // Inputs: .npy data or seeded random values, handed over as raw little-endian bytes.
     let data: Vec<(String, PathBuf)> = args
         .data
         .iter()
@@ -126,31 +127,33 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     for (i, io) in compiled.program.inputs.iter().enumerate() {
         let values = match data.iter().find(|(n, _)| n == &io.name) {
             Some((_, file)) => {
-                let a = npy::read(file)?;
-                if a.data.len() != io.shape.iter().product::<usize>() {
+                let t = npy::read(file)?;
+                if t.shape != io.shape || t.dtype != io.dtype {
                     return Err(Error::Input {
                         input: io.name.clone(),
                         message: format!(
-                            "{} has shape {:?}, the model expects {:?}",
+                            "{} holds {} {:?}, the model expects {} {:?}",
                             file.display(),
-                            a.shape,
+                            t.dtype,
+                            t.shape,
+                            io.dtype,
                             io.shape
                         ),
                     });
                 }
-                a.data
+                t
             }
             None => {
                 println!(
                     "input {}: seeded random values in [0, 1), shape {:?}",
                     io.name, io.shape
                 );
-                seeded_random(io.shape.iter().product(), i as u64)
+                let v = seeded_random(io.shape.iter().product(), i as u64);
+                Tensor::f32(io.shape.clone(), v).cast(io.dtype)
             }
         };
         let f = work.join(format!("input{i}.bin"));
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(&f, bytes).map_err(io_err(&f))?;
+        std::fs::write(&f, values.data.bytes()).map_err(io_err(&f))?;
         input_files.push(f);
     }
 
@@ -198,16 +201,22 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     for (i, (io, _)) in compiled.program.outputs.iter().enumerate() {
         let f = out_dir.join(format!("output{i}.bin"));
         let bytes = std::fs::read(&f).map_err(io_err(&f))?;
-        let values: Vec<f32> = bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let t = crate::dispatch_dtype!(io.dtype, T => {
+            let mut v = vec![T::default(); io.shape.iter().product()];
+            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+            if dst.len() != bytes.len() {
+                return Err(Error::Codegen(format!("output {} has {} bytes, expected {}", io.name, bytes.len(), dst.len())));
+            }
+            dst.copy_from_slice(&bytes);
+            Tensor::from_vec(io.shape.clone(), v)
+        });
+        let values: Vec<f64> = t.as_f64();
         let first: Vec<String> = values.iter().take(8).map(|v| format!("{v:.6}")).collect();
         let (argmax, max) = values
             .iter()
             .enumerate()
             .fold(
-                (0, f32::NEG_INFINITY),
+                (0, f64::NEG_INFINITY),
                 |a, (i, &v)| if v > a.1 { (i, v) } else { a },
             );
         println!(
@@ -231,7 +240,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
                 })
                 .collect();
             let path = dir.join(format!("{file_name}.npy"));
-            std::fs::write(&path, npy::to_bytes(&io.shape, &values)).map_err(io_err(&path))?;
+            std::fs::write(&path, npy::to_bytes(&t)).map_err(io_err(&path))?;
             println!("  wrote {}", path.display());
         }
     }
@@ -377,13 +386,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (weights, runs, out_dir, input_files) = (&args[1], args[2].parse::<usize>()?, &args[3], &args[4..]);
     let model = model::Model::load(weights)?;
-    let inputs: Vec<Vec<f32>> = input_files
+    let inputs: Vec<(Vec<u64>, usize)> = input_files
         .iter()
-        .map(|f| {
-            std::fs::read(f).map(|b| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-        })
+        .map(|f| std::fs::read(f).map(|b| (kiln_runtime::io::aligned_words(&b), b.len())))
         .collect::<Result<_, _>>()?;
-    let views: Vec<&[u8]> = inputs.iter().map(|v| kiln_runtime::io::as_bytes(v)).collect();
+    let views: Vec<&[u8]> = inputs.iter().map(|(w, n)| kiln_runtime::io::words_as_bytes(w, *n)).collect();
     let mut ctx = model::Context::new();
     model.run_bytes(&mut ctx, &views)?;
     for _ in 0..runs {

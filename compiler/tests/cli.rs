@@ -299,7 +299,14 @@ fn run_builds_runs_and_reuses_the_build() {
         .map(|i| (i % 17) as f32 / 17.0 - 0.5)
         .collect();
     let data = dir.join("x.npy");
-    std::fs::write(&data, kiln_compiler::npy::to_bytes(&[2, 3, 8, 8], &input)).unwrap();
+    std::fs::write(
+        &data,
+        kiln_compiler::npy::to_bytes(&kiln_compiler::tensor::Tensor::f32(
+            vec![2, 3, 8, 8],
+            input.clone(),
+        )),
+    )
+    .unwrap();
     let out = dir.join("out");
     let data_arg = format!("x={}", s(&data));
     let args = [
@@ -334,7 +341,7 @@ fn run_builds_runs_and_reuses_the_build() {
     let prob = kiln_compiler::npy::read(&out.join("prob.npy")).unwrap();
     assert_eq!(prob.shape[0], 2);
     // Softmax rows sum to one: the run really computed something.
-    for row in prob.data.chunks(prob.shape[1]) {
+    for row in prob.values::<f32>().unwrap().chunks(prob.shape[1]) {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
     }
 

@@ -98,6 +98,20 @@ pub fn output_bool<'a>(info: &TensorInfo, region: &'a [f32]) -> Result<&'a [bool
     })
 }
 
+/// Bytes copied into 8-byte words, so a view of them is aligned for every element
+/// type ([`words_as_bytes`] gives the bytes back).
+pub fn aligned_words(bytes: &[u8]) -> Vec<u64> {
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+    words
+}
+
+/// The first `len` bytes of `words`.
+pub fn words_as_bytes(words: &[u64], len: usize) -> &[u8] {
+    let all: &[u8] = bytemuck::cast_slice(words);
+    &all[..len.min(all.len())]
+}
+
 /// Checks the length of a typed input.
 pub fn check_input(info: &TensorInfo, data: &[f32]) -> Result<(), Error> {
     if data.len() != info.len() {

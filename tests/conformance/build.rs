@@ -20,10 +20,7 @@ use serde_json::Value;
 /// Cases the compiler accepts but whose generated code rustc rejects; one such module
 /// would fail the whole crate. Each is reported `Unsupported` with the reason given here.
 /// Remove an entry once the compiler's output for it builds.
-const REJECTED_BY_RUSTC: &[(&str, &str)] = &[(
-    "test_constant",
-    "a model with no graph inputs gets `pub struct Inputs<'a> {}`: E0392, unused lifetime",
-)];
+const REJECTED_BY_RUSTC: &[(&str, &str)] = &[];
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -147,11 +144,39 @@ fn status(case: &Value, dir: &Path, module: &str, out: &Path) -> Result<Compiled
         ..Options::default()
     };
     let bytes = std::fs::read(dir.join("model.onnx")).map_err(|e| unsupported(&e.to_string()))?;
-    // A compiler panic is a compiler bug; it is reported as the case's status, not a
-    // build failure.
-    let compiled = std::panic::catch_unwind(|| compile_bytes(&bytes, "model.onnx", module, &opts))
-        .map_err(|p| unsupported(&format!("compiler panicked: {}", panic_text(&*p))))?
-        .map_err(|e| unsupported(&one_line(&e.to_string())))?;
+    // An input that sets a shape (Reshape's target, Reduce's axes, TopK's k, ...) is a
+    // graph input in these tests; Kiln needs it at compile time until dynamic shapes
+    // exist. When the compiler says so, the input is bound to its test value
+    // (`Options::constant_inputs`, as `kiln compile --constant` does) and the case
+    // compiled again; the run then feeds only the remaining inputs.
+    let mut opts = opts;
+    let compiled = loop {
+        // A compiler panic is a compiler bug; it is reported as the case's status, not
+        // a build failure.
+        let result =
+            std::panic::catch_unwind(|| compile_bytes(&bytes, "model.onnx", module, &opts))
+                .map_err(|p| unsupported(&format!("compiler panicked: {}", panic_text(&*p))))?;
+        match result {
+            Ok(c) => break c,
+            Err(e) => {
+                let text = one_line(&e.to_string());
+                let bind = needed_constant(&text)
+                    .and_then(|n| inputs.iter().position(|i| io_name(i) == n))
+                    .filter(|&j| {
+                        !opts
+                            .constant_inputs
+                            .iter()
+                            .any(|(n, _)| *n == io_name(&inputs[j]))
+                    });
+                let Some(j) = bind else {
+                    return Err(unsupported(&text));
+                };
+                let value = kiln_compiler::npy::read(&dir.join(format!("input_{j}.npy")))
+                    .map_err(|e| unsupported(&one_line(&e.to_string())))?;
+                opts.constant_inputs.push((io_name(&inputs[j]), value));
+            }
+        }
+    };
     // Graph input/output index of each of Kiln's inputs/outputs.
     let position = |ios: &[Value], n: &str, what: &str| {
         ios.iter()
@@ -182,6 +207,17 @@ fn status(case: &Value, dir: &Path, module: &str, out: &Path) -> Result<Compiled
         n = outputs.len(),
     );
     Ok(CompiledCase { run_fn, shapes })
+}
+
+/// The value an error says must be a constant: "input 1 (`axes`, the axes) must be a
+/// constant ...".
+fn needed_constant(error: &str) -> Option<&str> {
+    if !error.contains("must be a constant") {
+        return None;
+    }
+    let start = error.find("(`")? + 2;
+    let len = error[start..].find('`')?;
+    Some(&error[start..start + len])
 }
 
 /// A Rust identifier for a case name, unique among `used`.

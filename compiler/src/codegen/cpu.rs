@@ -468,21 +468,21 @@ impl Emitter<'_> {
     fn typed_arg(&self, op: Operand, refs: &mut Vec<(TokenStream, syn::Ident)>) -> TokenStream {
         let rt = self.rt;
         let (dtype, n) = self.operand_type(op);
-        let ty: TokenStream = dtype.rust_type().parse().unwrap_or_default();
+        let ty = elem_type(rt, dtype);
         let n = us(n);
         match op {
             Operand::Input(i) => {
                 let i = us(i);
-                quote!(#rt::typed::input::<#rt::#ty>(inputs[#i])?)
+                quote!(#rt::typed::input::<#ty>(inputs[#i])?)
             }
             Operand::Weight { offset, len } => {
                 let (a, b) = (us(offset), us(offset + len));
-                quote!(#rt::typed::view::<#rt::#ty>(&w[#a..#b], #n)?)
+                quote!(#rt::typed::view::<#ty>(&w[#a..#b], #n)?)
             }
             Operand::Buffer(b) => {
                 let name = format_ident!("in{}", refs.len());
                 refs.push((self.region(b), name.clone()));
-                quote!(#rt::typed::view::<#rt::#ty>(#name, #n)?)
+                quote!(#rt::typed::view::<#ty>(#name, #n)?)
             }
         }
     }
@@ -491,14 +491,7 @@ impl Emitter<'_> {
     fn typed(&self, s: &Step, call: &TypedCall, index: usize) -> TokenStream {
         let rt = self.rt;
         let func = format_ident!("{}", call.func);
-        let types: Vec<TokenStream> = call
-            .types
-            .iter()
-            .map(|d| {
-                let ty: TokenStream = d.rust_type().parse().unwrap_or_default();
-                quote!(#rt::#ty)
-            })
-            .collect();
+        let types: Vec<TokenStream> = call.types.iter().map(|&d| elem_type(rt, d)).collect();
         let mut refs = Vec::new();
         let args: Vec<TokenStream> = s
             .inputs
@@ -536,9 +529,9 @@ impl Emitter<'_> {
             .zip(&out_names)
             .map(|(&b, name)| {
                 let b = &self.program.buffers[b.index()];
-                let ty: TokenStream = b.dtype.rust_type().parse().unwrap_or_default();
+                let ty = elem_type(rt, b.dtype);
                 let n = us(b.elems);
-                quote!(#rt::typed::view_mut::<#rt::#ty>(#name, #n)?)
+                quote!(#rt::typed::view_mut::<#ty>(#name, #n)?)
             })
             .collect();
         // An accumulation (`*_acc`) takes its output first, then what it adds in.
@@ -622,6 +615,17 @@ impl Emitter<'_> {
             #(#calls)*
         };
         self.timed(step_comment(s, None), body, index)
+    }
+}
+
+/// The element type of `dtype` in generated code: a primitive, or a path through the
+/// runtime crate (`half::f16`, `typed::Bool`).
+fn elem_type(rt: &TokenStream, dtype: DType) -> TokenStream {
+    let ty: TokenStream = dtype.rust_type().parse().unwrap_or_default();
+    if dtype.rust_type().contains("::") {
+        quote!(#rt::#ty)
+    } else {
+        ty
     }
 }
 

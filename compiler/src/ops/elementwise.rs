@@ -527,6 +527,11 @@ impl Operator for Cast {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let to = self.target(cx)?;
+        // CastLike reads only the type of its second input: a constant first input
+        // folds even when the second is computed at run time.
+        if let Some(x) = cx.opt_constant(0) {
+            return Ok(vec![Fact::constant(x.cast(to))]);
+        }
         Ok(vec![Fact::new(to, cx.shape(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {

@@ -547,6 +547,7 @@ pub enum Movement {
     },
     SpaceToDepth {
         block: usize,
+        crd: bool,
     },
 }
 
@@ -691,13 +692,18 @@ impl Movement {
                 };
                 vec![(vec![n, c, h * b, w * b], p)]
             }
-            Movement::SpaceToDepth { block: b } => {
+            Movement::SpaceToDepth { block: b, crd } => {
                 let b = *b;
                 if rank != 4 || s[2] % b != 0 || s[3] % b != 0 {
                     return Err(format!("input {s:?} does not split into blocks of {b}x{b}"));
                 }
                 let (n, c, h, w) = (s[0], s[1], s[2] / b, s[3] / b);
-                let p = reshape_transpose(&[n, c, h, b, w, b], &[0, 3, 5, 1, 2, 4])?;
+                let perm: &[usize] = if *crd {
+                    &[0, 1, 3, 5, 2, 4]
+                } else {
+                    &[0, 3, 5, 1, 2, 4]
+                };
+                let p = reshape_transpose(&[n, c, h, b, w, b], perm)?;
                 vec![(vec![n, c * b * b, h, w], p)]
             }
         })
@@ -833,9 +839,15 @@ impl Operator for Pad {
         };
         let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
-        let value = self.value(&infer, d)?;
         let x = cx.operand(0)?;
-        let v = cx.weight(&format!("{}:pad_value", cx.node.name), &value);
+        // A constant_value computed at run time is read by the kernel as it is.
+        let v = match cx.opt(2) {
+            Some(v) if self.pads.is_none() && v.constant.is_none() => cx.operand(2)?,
+            _ => {
+                let value = self.value(&infer, d)?;
+                cx.weight(&format!("{}:pad_value", cx.node.name), &value)
+            }
+        };
         cx.typed(TypedCall::new("pad", vec![d], &p), vec![x, v], 0)?;
         Ok(())
     }
@@ -942,6 +954,15 @@ fn constant_attr(cx: &super::ParseCx) -> R<Tensor> {
         return Err("sparse constants are not supported".into());
     }
     Err("Constant needs a `value` (or value_float(s)/value_int(s)) attribute".into())
+}
+
+/// DepthToSpace/SpaceToDepth `mode`: column-row-depth (`CRD`) or the default `DCR`.
+fn crd(cx: &super::ParseCx) -> R<bool> {
+    match cx.attrs.string("mode")?.as_deref() {
+        None | Some("DCR") => Ok(false),
+        Some("CRD") => Ok(true),
+        Some(m) => Err(format!("unknown mode `{m}`")),
+    }
 }
 
 fn block(cx: &super::ParseCx) -> R<usize> {
@@ -1165,11 +1186,7 @@ pub const OPS: &[OpDef] = &[
         parse: |cx| {
             Ok(Arc::new(Movement::DepthToSpace {
                 block: block(cx)?,
-                crd: match cx.attrs.string("mode")?.as_deref() {
-                    None | Some("DCR") => false,
-                    Some("CRD") => true,
-                    Some(m) => return Err(format!("unknown mode `{m}`")),
-                },
+                crd: crd(cx)?,
             }))
         },
     },
@@ -1178,7 +1195,12 @@ pub const OPS: &[OpDef] = &[
         since: 1,
         types: Types::All,
         cuda: false,
-        parse: |cx| Ok(Arc::new(Movement::SpaceToDepth { block: block(cx)? })),
+        parse: |cx| {
+            Ok(Arc::new(Movement::SpaceToDepth {
+                block: block(cx)?,
+                crd: crd(cx)?,
+            }))
+        },
     },
     OpDef {
         name: "Pad",

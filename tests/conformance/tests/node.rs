@@ -25,12 +25,8 @@ const TOLERANCES: &[(&str, Tolerance, &str)] = &[];
 /// Cases whose expected output's shape contradicts the model itself; their values are
 /// compared (the element count must still match), their shapes are not. The only place
 /// a shape check may be waived.
-const SHAPE_EXCEPTIONS: &[(&str, &str)] = &[(
-    "test_matmul_1d_1d",
-    "ONNX's generator stores the 1-D x 1-D product with shape [1], but the model declares \
-     a scalar output (shape []), which is what the spec, onnxruntime and Kiln give; \
-     ONNX's own runner compares with numpy broadcasting",
-)];
+/// (A rank-0 result stored as shape [1] is accepted by `compare` for every case.)
+const SHAPE_EXCEPTIONS: &[(&str, &str)] = &[];
 
 fn tolerance(operator: &str) -> Tolerance {
     TOLERANCES

@@ -110,6 +110,16 @@ fn node_tests_match_expectations() {
 
     let mut now: Vec<String> = results.iter().filter_map(|(c, o)| o.line(c.name)).collect();
     now.sort();
+    if !env!("KILN_NODE_FILTER").is_empty() {
+        println!(
+            "KILN_NODE_FILTER={}: expectations not checked; not passing:",
+            env!("KILN_NODE_FILTER")
+        );
+        for line in &now {
+            println!("  {line}");
+        }
+        return;
+    }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations.txt");
     if std::env::var_os("KILN_UPDATE_EXPECTATIONS").is_some_and(|v| v == "1") {
         let text: String = now.iter().map(|l| format!("{l}\n")).collect();

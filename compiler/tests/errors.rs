@@ -625,31 +625,47 @@ fn input_of_an_unknown_element_type() {
         .output("y")
         .bytes();
     let e = error(&bytes);
-    assert_eq!(e.to_string(), "input `s`: unsupported element type 8");
+    assert_eq!(
+        e.to_string(),
+        "input `s`: element type string is not supported"
+    );
 }
 
-/// Int64 graph inputs reaching a run-time kernel: the error says the CPU target
-/// handles float32 only.
+/// Int64 graph inputs run on typed kernels: the generated `Inputs` take `&[i64]`.
 #[test]
-fn int64_graph_inputs_are_rejected() {
+fn int64_graph_inputs_get_typed_fields() {
     let bytes = Model::new(13)
         .typed_input("a", INT64, &["2", "3"])
         .typed_input("b", INT64, &["2", "3"])
         .node(Node::new("Add", &["a", "b"], &["c"]).name("add"))
         .output("c")
         .bytes();
-    let e = error(&bytes);
-    assert!(matches!(e, Error::Input { .. }), "{e:?}");
-    assert_eq!(
-        e.to_string(),
-        "input `a`: has element type int64; the CPU target handles float32 only"
+    let c = compile(&bytes).expect("int64 Add compiles");
+    assert!(c.code.contains("pub a: &'a [i64]"), "{}", c.code);
+    assert!(c.code.contains("pub c: &'a [i64]"), "{}", c.code);
+}
+
+/// An operator whose kernel takes float32 only names the node, the op, the input's
+/// type and what it takes.
+#[test]
+fn float32_only_kernel_names_the_type() {
+    let bytes = Model::new(13)
+        .typed_input("x", INT64, &["1", "1", "4", "4"])
+        .init_i64("w", &[1, 1, 1, 1], vec![1])
+        .node(Node::new("Conv", &["x", "w"], &["y"]).name("conv_i"))
+        .output("y")
+        .bytes();
+    assert_node_error(
+        &error(&bytes),
+        "conv_i",
+        "Conv",
+        "input 0 has element type int64; Conv takes float32",
     );
 }
 
-/// An int64 constant read at run time by a float kernel names the node, the op and
-/// the constant.
+/// Adding an int64 constant to a float32 input is a type error naming the node.
 #[test]
-fn int64_constant_read_by_a_kernel_names_the_node() {
+fn mixed_element_types_name_the_node() {
     let bytes = Model::new(13)
         .input("x", &[2, 3])
         .init_i64("k", &[3], vec![1, 2, 3])
@@ -660,7 +676,7 @@ fn int64_constant_read_by_a_kernel_names_the_node() {
         &error(&bytes),
         "add_k",
         "Add",
-        "`k` has element type int64; the CPU target handles float32 only",
+        "input 1 has element type int64, input 0 has float32; they must match",
     );
 }
 
@@ -1296,7 +1312,7 @@ fn initializer_unknown_element_type() {
     w.string_data.push(b"hello".to_vec());
     assert_eq!(
         error(&model_with_weight(w)).to_string(),
-        "the model is malformed: initializer `w`: unsupported element type 8"
+        "the model is malformed: initializer `w`: element type string is not supported"
     );
 }
 

@@ -6,6 +6,8 @@
 //! compiler writes as a Rust constant expression), inputs as `&[T]`, outputs as
 //! `&mut [T]`. The same functions run at compile time for constant folding.
 
+pub mod attention;
+pub mod conv;
 pub mod elem;
 pub mod elementwise;
 pub mod index;
@@ -15,8 +17,16 @@ pub mod norm;
 pub mod params;
 pub mod recurrent;
 pub mod reduce;
+pub mod resize;
+pub mod rotary;
 pub mod view;
 
+pub use attention::attention;
+pub use conv::{
+    conv_integer, conv_nd, conv_transpose, dequantize_linear, dynamic_quantize_linear,
+    matmul_integer, max_pool_indices, max_unpool, pool, qlinear_conv, qlinear_matmul,
+    quantize_linear,
+};
 pub use elem::{Bool, Elem};
 pub use elementwise::{
     binary, binary_acc, cast, compare, is_inf, is_nan, pow, range, unary, unary_inplace, where_,
@@ -30,4 +40,6 @@ pub use matmul::matmul;
 pub use norm::{batch_norm, group_norm, layer_norm, lp_norm, lrn, mean_variance_norm, rms_norm};
 pub use recurrent::{gru, lstm, rnn};
 pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};
+pub use resize::{affine_grid, col2im, grid_sample, resize};
+pub use rotary::{rotary_embedding, rotary_embedding_pos};
 pub use view::{copy, input, view, view_mut};

@@ -369,4 +369,11 @@ pub use super::index::{
     ScatterReduction, TopK,
 };
 pub use super::norm::{BatchNormT, GroupNorm, LayerNorm, LpNorm, LrnT, Mvn, RmsNorm};
+pub use super::attention::{Attention, AttentionMask, QkOutput, SoftmaxPrecision};
 pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};
+pub use super::resize::{AffineGrid, Col2Im, GridPadding, GridSample, GridSampleMode, Resize};
+pub use super::rotary::Rotary;
+pub use super::conv::{
+    ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, MaxUnpool, PoolNd, PoolOp,
+    Precision, QLinearConv, QMatMul, QuantMode, Quantize,
+};

@@ -25,6 +25,7 @@ pub mod elementwise;
 pub mod index;
 pub mod linalg;
 pub mod norm;
+pub mod recurrent;
 pub mod reduce;
 pub mod shape;
 
@@ -183,6 +184,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     shape::OPS,
     index::OPS,
     reduce::OPS,
+    recurrent::OPS,
 ];
 
 /// The declaration of `op_type` in the default domain.

@@ -19,6 +19,7 @@ use crate::lower::{Kernel, Lowering, Operand, TypedCall};
 use crate::plan::BufferId;
 use crate::tensor::{DType, Tensor};
 
+pub mod attention;
 pub mod attrs;
 pub mod conv;
 pub mod elementwise;
@@ -184,6 +185,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     shape::OPS,
     index::OPS,
     reduce::OPS,
+    attention::OPS,
     recurrent::OPS,
 ];
 

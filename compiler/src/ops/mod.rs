@@ -25,6 +25,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod linalg;
+pub mod loss;
 pub mod norm;
 pub mod recurrent;
 pub mod reduce;
@@ -187,6 +188,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     reduce::OPS,
     attention::OPS,
     recurrent::OPS,
+    loss::OPS,
 ];
 
 /// The declaration of `op_type` in the default domain.

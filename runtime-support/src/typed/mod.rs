@@ -13,6 +13,7 @@ pub mod elementwise;
 pub mod index;
 pub mod layout;
 pub mod matmul;
+pub mod misc;
 pub mod norm;
 pub mod params;
 pub mod recurrent;
@@ -37,6 +38,7 @@ pub use index::{
 };
 pub use layout::{concat, copy_strided, pad, trilu};
 pub use matmul::matmul;
+pub use misc::{loss, loss_log_prob};
 pub use norm::{batch_norm, group_norm, layer_norm, lp_norm, lrn, mean_variance_norm, rms_norm};
 pub use recurrent::{gru, lstm, rnn};
 pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};

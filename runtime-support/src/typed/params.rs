@@ -377,3 +377,4 @@ pub use super::conv::{
     ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, MaxUnpool, PoolNd, PoolOp,
     Precision, QLinearConv, QMatMul, QuantMode, Quantize,
 };
+pub use super::misc::{Loss, LossReduction};

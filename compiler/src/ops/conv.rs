@@ -1,15 +1,18 @@
 //! Convolution, pooling and LRN over NCHW float32, on the tuned kernels (each has a
 //! CUDA kernel). Windows are resolved once by [`crate::window::resolve`] for inference
-//! and lowering.
+//! and lowering. Every other rank and element type (and MaxPool's Indices output) goes
+//! to the typed N-d kernels through [`super::conv_nd`].
 
 use std::sync::Arc;
 
 use kiln_runtime::params;
 
+use super::conv_nd;
 use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types};
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
 use crate::lower::{Kernel, Window2d, activation_param};
+use crate::tensor::{DType, Tensor};
 use crate::window;
 
 /// 2-D convolution with an optional fused activation (added by the fusion pass).
@@ -25,6 +28,9 @@ impl Operator for Conv {
         "Conv"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        if !tuned(cx.dtype(0)?, cx.shape(0)?) {
+            return conv_nd::infer_conv(&self.window, self.group, cx);
+        }
         let d = cx.check_type(0, Types::F32)?;
         let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
         let group = self.group;
@@ -64,7 +70,16 @@ impl Operator for Conv {
         let sp = window::resolve(&self.window, &xs[2..], Some(&ws[2..]), false)?;
         Ok(vec![Fact::new(d, vec![xs[0], ws[0], sp.out[0], sp.out[1]])])
     }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        if tuned(cx.dtype(0)?, cx.shape(0)?) || cx.constants().is_none() {
+            return Ok(None);
+        }
+        conv_nd::eval_conv(&self.window, self.group, self.activation, cx, outs)
+    }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        if !tuned(cx.dtype(0)?, cx.shape(0)?) {
+            return conv_nd::lower_conv(&self.window, self.group, self.activation, cx);
+        }
         let (x_shape, w_shape) = (cx.shape(0)?, cx.shape(1)?);
         let y_shape = cx.out(0)?.shape();
         let win = Window2d::from(&window::resolve(
@@ -96,12 +111,19 @@ impl Operator for Conv {
     impl_as_any!();
 }
 
+/// Whether the tuned NCHW float32 kernels take an input of `dtype` and `shape`.
+fn tuned(dtype: DType, shape: &[usize]) -> bool {
+    dtype == DType::F32 && shape.len() == 4
+}
+
 /// MaxPool and AveragePool over 2-D windows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pool {
     pub window: Window,
     /// `None` for MaxPool.
     pub average: Option<bool>,
+    /// MaxPool's `storage_order = 1`: Indices count column-major.
+    pub column_major: bool,
 }
 
 impl Operator for Pool {
@@ -113,6 +135,9 @@ impl Operator for Pool {
         }
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        if !tuned(cx.dtype(0)?, cx.shape(0)?) || cx.n_outputs() > 1 {
+            return conv_nd::infer_pool(&self.window, self.average, cx);
+        }
         let d = cx.check_type(0, Types::F32)?;
         let xs = cx.shape(0)?;
         if xs.len() != 4 {
@@ -127,6 +152,9 @@ impl Operator for Pool {
         Ok(vec![Fact::new(d, vec![xs[0], xs[1], sp.out[0], sp.out[1]])])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        if !tuned(cx.dtype(0)?, cx.shape(0)?) || conv_nd::wants_indices(cx) {
+            return conv_nd::lower_pool(&self.window, self.average, self.column_major, cx);
+        }
         let x_shape = cx.shape(0)?;
         let y_shape = cx.out(0)?.shape();
         let win = Window2d::from(&window::resolve(&self.window, &x_shape[2..], None, true)?);
@@ -164,7 +192,7 @@ impl Operator for GlobalAveragePool {
         "GlobalAveragePool"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let d = cx.check_type(0, Types::F32)?;
+        let d = cx.check_type(0, Types::Float)?;
         let xs = cx.shape(0)?;
         if xs.len() < 3 {
             return Err(format!("input must have rank ≥ 3, got {xs:?}"));
@@ -174,6 +202,9 @@ impl Operator for GlobalAveragePool {
         Ok(vec![Fact::new(d, s)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        if cx.dtype(0)? != DType::F32 {
+            return conv_nd::lower_global_average(cx);
+        }
         let xs = cx.shape(0)?;
         let p = params::ReduceMean {
             outer: xs[0] * xs[1],
@@ -231,7 +262,7 @@ pub const OPS: &[OpDef] = &[
     OpDef {
         name: "Conv",
         since: 1,
-        types: Types::F32,
+        types: Types::Float,
         cuda: true,
         parse: |cx| {
             Ok(Arc::new(Conv {
@@ -244,34 +275,38 @@ pub const OPS: &[OpDef] = &[
     OpDef {
         name: "MaxPool",
         since: 1,
-        types: Types::F32,
+        types: Types::Numeric,
         cuda: true,
         parse: |cx| {
-            if cx.attrs.int_or("storage_order", 0)? != 0 {
-                return Err("storage_order=1 is not supported".into());
-            }
+            let column_major = match cx.attrs.int_or("storage_order", 0)? {
+                0 => false,
+                1 => true,
+                v => return Err(format!("storage_order must be 0 or 1, got {v}")),
+            };
             Ok(Arc::new(Pool {
                 window: cx.attrs.window()?,
                 average: None,
+                column_major,
             }))
         },
     },
     OpDef {
         name: "AveragePool",
         since: 1,
-        types: Types::F32,
+        types: Types::Float,
         cuda: true,
         parse: |cx| {
             Ok(Arc::new(Pool {
                 window: cx.attrs.window()?,
                 average: Some(cx.attrs.flag("count_include_pad")?),
+                column_major: false,
             }))
         },
     },
     OpDef {
         name: "GlobalAveragePool",
         since: 1,
-        types: Types::F32,
+        types: Types::Float,
         cuda: true,
         parse: |_| Ok(Arc::new(GlobalAveragePool)),
     },

@@ -22,6 +22,7 @@ use crate::tensor::{DType, Tensor};
 pub mod attention;
 pub mod attrs;
 pub mod conv;
+pub mod conv_nd;
 pub mod elementwise;
 pub mod index;
 pub mod linalg;
@@ -182,6 +183,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     elementwise::OTHER,
     linalg::OPS,
     conv::OPS,
+    conv_nd::OPS,
     norm::OPS,
     shape::OPS,
     index::OPS,

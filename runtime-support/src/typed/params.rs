@@ -378,7 +378,3 @@ pub use super::conv::{
     Precision, QLinearConv, QMatMul, QuantMode, Quantize,
 };
 pub use super::misc::{Loss, LossReduction};
-pub use super::conv::{
-    ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, MaxUnpool, PoolNd, PoolOp,
-    Precision, QLinearConv, QMatMul, QuantMode, Quantize,
-};

@@ -30,6 +30,7 @@ pub mod loss;
 pub mod norm;
 pub mod recurrent;
 pub mod reduce;
+pub mod resize;
 pub mod shape;
 
 pub use attrs::Attrs;
@@ -188,6 +189,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     shape::OPS,
     index::OPS,
     reduce::OPS,
+    resize::OPS,
     attention::OPS,
     recurrent::OPS,
     loss::OPS,

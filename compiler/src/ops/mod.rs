@@ -28,6 +28,7 @@ pub mod index;
 pub mod linalg;
 pub mod loss;
 pub mod norm;
+pub mod quant;
 pub mod recurrent;
 pub mod reduce;
 pub mod resize;
@@ -189,6 +190,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     shape::OPS,
     index::OPS,
     reduce::OPS,
+    quant::OPS,
     resize::OPS,
     attention::OPS,
     recurrent::OPS,

@@ -1,0 +1,799 @@
+//! Quantization: QuantizeLinear, DequantizeLinear (per tensor, per axis, blocked),
+//! DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv, on
+//! the typed kernels of `kiln_runtime::typed::conv`. Quantized types are the integer
+//! dtypes Kiln has (uint8, int8, uint16, int16, and int32 where ONNX allows it); the
+//! float8, float4, int4/uint4 and int2/uint2 types are not Kiln dtypes, so models using
+//! them are refused with the type named.
+
+#[allow(unused_imports)]
+use kiln_runtime::typed::Elem as _;
+use std::sync::Arc;
+
+use kiln_runtime::typed::{self, params as tp};
+
+use super::conv_nd;
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
+use crate::impl_as_any;
+use crate::ir::Window;
+use crate::lower::{Operand, TypedCall, broadcast_strides};
+use crate::tensor::{DType, Data, Scalar, Tensor};
+
+/// The quantized element types QuantizeLinear produces.
+fn check_quantized(d: DType, what: &str) -> R<()> {
+    match d {
+        DType::U8 | DType::I8 | DType::U16 | DType::I16 => Ok(()),
+        _ => Err(format!(
+            "{what} is {d}; quantized types are uint8, int8, uint16 and int16 \
+             (float8, float4, int4, uint4, int2 and uint2 are not supported)"
+        )),
+    }
+}
+
+/// The ONNX `output_dtype` attribute as a Kiln dtype (0 = unset).
+fn output_dtype(code: i64) -> R<Option<DType>> {
+    if code == 0 {
+        return Ok(None);
+    }
+    let c = i32::try_from(code).map_err(|_| format!("output_dtype {code} is not a type"))?;
+    DType::from_onnx(c)
+        .map(Some)
+        .ok_or_else(|| format!("output_dtype {} is not supported", DType::onnx_code_name(c)))
+}
+
+/// The float type NumPy computes `x / scale` in.
+fn promote(a: DType, b: DType) -> tp::Precision {
+    use DType::*;
+    match (a, b) {
+        (F64, _) | (_, F64) => tp::Precision::F64,
+        (F16, F16) => tp::Precision::F16,
+        (BF16, BF16) => tp::Precision::BF16,
+        (F32 | F16 | BF16, F32 | F16 | BF16) => tp::Precision::F32,
+        // An integer with a float: float64 (int32 / float32 in NumPy).
+        _ => tp::Precision::F64,
+    }
+}
+
+fn precision_of(d: DType) -> R<tp::Precision> {
+    Ok(match d {
+        DType::F32 => tp::Precision::F32,
+        DType::F16 => tp::Precision::F16,
+        DType::BF16 => tp::Precision::BF16,
+        DType::F64 => tp::Precision::F64,
+        d => return Err(format!("precision must be a float type, got {d}")),
+    })
+}
+
+/// The `[outer, len, inner]` view of `xs` around `axis` and where each element's scale
+/// comes from, for a scale of shape `ss`.
+fn quant_geometry(
+    xs: &[usize],
+    ss: &[usize],
+    axis: i64,
+    block: usize,
+) -> R<(usize, usize, usize, tp::QuantMode)> {
+    let n: usize = ss.iter().product();
+    if n == 1 && ss.len() <= 1 {
+        let len = xs.iter().product();
+        return Ok((1, len, 1, tp::QuantMode::Tensor));
+    }
+    let a = normalize_axis(axis, xs.len())?;
+    let (outer, len, inner) = (
+        xs[..a].iter().product(),
+        xs[a],
+        xs[a + 1..].iter().product(),
+    );
+    if block == 0 {
+        if ss != [xs[a]] {
+            return Err(format!(
+                "the scale has shape {ss:?}; per-axis quantization along axis {a} of {xs:?} \
+                 needs [{}] (or one value)",
+                xs[a]
+            ));
+        }
+        return Ok((outer, len, inner, tp::QuantMode::Axis));
+    }
+    let mut want = xs.to_vec();
+    want[a] = xs[a].div_ceil(block);
+    if ss != want.as_slice() {
+        return Err(format!(
+            "the scale has shape {ss:?}; blocks of {block} along axis {a} of {xs:?} need {want:?}"
+        ));
+    }
+    Ok((outer, len, inner, tp::QuantMode::Block { size: block }))
+}
+
+/// A zero-filled constant of `dtype` standing for an absent zero point.
+fn zeros(cx: &mut LowerCx, dtype: DType, shape: &[usize]) -> Operand {
+    let n: usize = shape.iter().product();
+    let name = format!("{}:zero_point", cx.node.name);
+    cx.weight(&name, &Tensor::new(shape.to_vec(), Data::zeros(dtype, n)))
+}
+
+/// Operand `i`, or zeros of `dtype` and `shape` when the node leaves it out.
+fn operand_or_zeros(cx: &mut LowerCx, i: usize, dtype: DType, shape: &[usize]) -> R<Operand> {
+    if cx.opt(i).is_some() {
+        cx.operand(i)
+    } else {
+        Ok(zeros(cx, dtype, shape))
+    }
+}
+
+/// `f64` values of a constant (exact for every quantization type).
+fn f64s(t: &Tensor) -> Vec<f64> {
+    crate::dispatch_data!(&t.data, v: _T => v.iter().map(|x| x.to_f64()).collect())
+}
+
+/// ONNX QuantizeLinear.
+#[derive(Debug, Clone)]
+pub struct QuantizeLinear {
+    pub axis: i64,
+    pub block_size: usize,
+    pub output_dtype: Option<DType>,
+    pub precision: Option<DType>,
+}
+
+impl QuantizeLinear {
+    fn out_type(&self, cx: &InferCx) -> R<DType> {
+        let q = match cx.opt(2) {
+            Some(z) => {
+                if let Some(o) = self.output_dtype
+                    && o != z.dtype
+                {
+                    return Err(format!(
+                        "output_dtype {o} differs from the zero point's {}",
+                        z.dtype
+                    ));
+                }
+                z.dtype
+            }
+            None => self.output_dtype.unwrap_or(DType::U8),
+        };
+        check_quantized(q, "the output type")?;
+        Ok(q)
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::Quantize> {
+        let (xs, ss) = (cx.shape(0)?, cx.shape(1)?);
+        if let Some(z) = cx.opt(2)
+            && z.shape() != ss
+        {
+            return Err(format!(
+                "the zero point has shape {:?}, the scale {ss:?}",
+                z.shape()
+            ));
+        }
+        let (outer, len, inner, mode) = quant_geometry(xs, ss, self.axis, self.block_size)?;
+        let precision = match self.precision {
+            Some(p) => precision_of(p)?,
+            None => promote(cx.dtype(0)?, cx.dtype(1)?),
+        };
+        Ok(tp::Quantize {
+            outer,
+            len,
+            inner,
+            mode,
+            precision,
+        })
+    }
+}
+
+impl Operator for QuantizeLinear {
+    fn name(&self) -> &'static str {
+        "QuantizeLinear"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.dtype(0)?;
+        if !(d.is_float() || d == DType::I32) {
+            return Err(format!("x is {d}; QuantizeLinear takes floats or int32"));
+        }
+        let s = cx.dtype(1)?;
+        if !(s.is_float() || s == DType::I32) {
+            return Err(format!("the scale is {s}; expected a float type or int32"));
+        }
+        let q = self.out_type(cx)?;
+        self.params(cx)?;
+        Ok(vec![Fact::new(q, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let (x, s) = (cx.constant(0, "x")?, cx.constant(1, "scale")?);
+        let p = self.params(cx)?;
+        let q = outs[0].dtype;
+        let (xv, sv) = (f64s(x), f64s(s));
+        let data = crate::dispatch_dtype!(q, Q => {
+            let zp: Vec<Q> = match cx.opt(2) {
+                Some(_) => cx.constant(2, "zero point")?.values::<Q>().ok_or("zero point type")?.to_vec(),
+                None => vec![Q::default(); sv.len()],
+            };
+            let mut out = vec![Q::default(); xv.len()];
+            typed::quantize_linear::<f64, f64, Q>(&p, &xv, &sv, &zp, &mut out);
+            Q::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(x.shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let p = self.params(&icx)?;
+        let q = self.out_type(&icx)?;
+        let (xd, sd) = (cx.dtype(0)?, cx.dtype(1)?);
+        let ss = cx.shape(1)?.to_vec();
+        let x = cx.operand(0)?;
+        let s = cx.operand(1)?;
+        let z = operand_or_zeros(cx, 2, q, &ss)?;
+        let call = TypedCall::new("quantize_linear", vec![xd, sd, q], &p).inputs(vec![xd, sd, q]);
+        cx.typed(call, vec![x, s, z], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// ONNX DequantizeLinear.
+#[derive(Debug, Clone)]
+pub struct DequantizeLinear {
+    pub axis: i64,
+    pub block_size: usize,
+    pub output_dtype: Option<DType>,
+}
+
+impl DequantizeLinear {
+    fn params(&self, cx: &InferCx) -> R<tp::Quantize> {
+        let (xs, ss) = (cx.shape(0)?, cx.shape(1)?);
+        if let Some(z) = cx.opt(2) {
+            if z.shape() != ss {
+                return Err(format!(
+                    "the zero point has shape {:?}, the scale {ss:?}",
+                    z.shape()
+                ));
+            }
+            if z.dtype != cx.dtype(0)? {
+                return Err(format!(
+                    "the zero point is {}, x is {}",
+                    z.dtype,
+                    cx.dtype(0)?
+                ));
+            }
+        }
+        let (outer, len, inner, mode) = quant_geometry(xs, ss, self.axis, self.block_size)?;
+        Ok(tp::Quantize {
+            outer,
+            len,
+            inner,
+            mode,
+            precision: tp::Precision::F32,
+        })
+    }
+
+    fn out_type(&self, cx: &InferCx) -> R<DType> {
+        let y = self.output_dtype.unwrap_or(cx.dtype(1)?);
+        if !y.is_float() {
+            return Err(format!("the output type is {y}; expected a float type"));
+        }
+        Ok(y)
+    }
+}
+
+impl Operator for DequantizeLinear {
+    fn name(&self) -> &'static str {
+        "DequantizeLinear"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.dtype(0)?;
+        if d != DType::I32 {
+            check_quantized(d, "x")?;
+        }
+        let s = cx.dtype(1)?;
+        if !s.is_float() {
+            return Err(format!("the scale is {s}; expected a float type"));
+        }
+        self.params(cx)?;
+        Ok(vec![Fact::new(self.out_type(cx)?, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let (x, s) = (cx.constant(0, "x")?, cx.constant(1, "scale")?);
+        let p = self.params(cx)?;
+        // Every scale type Kiln has converts to f32 exactly except f64, which the
+        // kernel also narrows to f32.
+        let sv: Vec<f32> = f64s(s).iter().map(|&v| v as f32).collect();
+        let y = outs[0].dtype;
+        let data = crate::dispatch_data!(&x.data, xv: Q => {
+            let zp: Vec<Q> = match cx.opt(2) {
+                Some(_) => cx.constant(2, "zero point")?.values::<Q>().ok_or("zero point type")?.to_vec(),
+                None => vec![Q::default(); sv.len()],
+            };
+            crate::dispatch_dtype!(y, Y => {
+                let mut out = vec![Y::default(); xv.len()];
+                typed::dequantize_linear::<Q, f32, Y>(&p, xv, &sv, &zp, &mut out);
+                Y::wrap(out)
+            })
+        });
+        Ok(Some(vec![Tensor::new(x.shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let p = self.params(&icx)?;
+        let y = self.out_type(&icx)?;
+        let (xd, sd) = (cx.dtype(0)?, cx.dtype(1)?);
+        let ss = cx.shape(1)?.to_vec();
+        let x = cx.operand(0)?;
+        let s = cx.operand(1)?;
+        let z = operand_or_zeros(cx, 2, xd, &ss)?;
+        let call =
+            TypedCall::new("dequantize_linear", vec![xd, sd, y], &p).inputs(vec![xd, sd, xd]);
+        cx.typed(call, vec![x, s, z], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// ONNX DynamicQuantizeLinear (float32 to uint8).
+#[derive(Debug, Clone)]
+pub struct DynamicQuantizeLinear;
+
+impl Operator for DynamicQuantizeLinear {
+    fn name(&self) -> &'static str {
+        "DynamicQuantizeLinear"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::F32)?;
+        let xs = cx.shape(0)?.to_vec();
+        Ok(vec![
+            Fact::new(DType::U8, xs),
+            Fact::new(d, vec![]),
+            Fact::new(DType::U8, vec![]),
+        ])
+    }
+    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let x = cx.constant(0, "x")?;
+        let xv = x.values::<f32>().ok_or("x must be float32")?;
+        let (mut y, mut s, mut z) = (vec![0u8; xv.len()], [0f32], [0u8]);
+        typed::dynamic_quantize_linear(xv, &mut y, &mut s, &mut z);
+        Ok(Some(vec![
+            Tensor::from_vec(x.shape.clone(), y),
+            Tensor::from_vec(vec![], s.to_vec()),
+            Tensor::from_vec(vec![], z.to_vec()),
+        ]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let d = cx.dtype(0)?;
+        let len: usize = cx.shape(0)?.iter().product();
+        let x = cx.operand(0)?;
+        let call = TypedCall::bare("dynamic_quantize_linear", vec![d]);
+        cx.typed_multi(
+            call,
+            vec![x],
+            &[(0, DType::U8, len), (1, d, 1), (2, DType::U8, 1)],
+        )
+    }
+    impl_as_any!();
+}
+
+/// MatMul's output shape (NumPy rules, 1-D operands promoted).
+fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
+    if a.is_empty() || b.is_empty() {
+        return Err("operands must have rank ≥ 1".into());
+    }
+    let (a2, b2) = super::linalg::matmul_operands(a, b);
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if k != k2 {
+        return Err(format!("inner dimensions differ: {a:?} × {b:?}"));
+    }
+    let mut out = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok(out)
+}
+
+fn matmul_params(a: &[usize], b: &[usize]) -> R<tp::MatMul> {
+    let (a2, b2) = super::linalg::matmul_operands(a, b);
+    let (m, k, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 1]);
+    let batch = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
+    if batch.len() > tp::RANK {
+        return Err(format!("batch rank {} exceeds {}", batch.len(), tp::RANK));
+    }
+    let sa = broadcast_strides(&a2[..a2.len() - 2], &batch);
+    let sb = broadcast_strides(&b2[..b2.len() - 2], &batch);
+    let mut p = tp::MatMul {
+        m,
+        n,
+        k,
+        batch_rank: batch.len(),
+        batch_shape: [1; tp::RANK],
+        a_batch_strides: [0; tp::RANK],
+        b_batch_strides: [0; tp::RANK],
+    };
+    p.batch_shape[..batch.len()].copy_from_slice(&batch);
+    p.a_batch_strides[..batch.len()].copy_from_slice(&sa);
+    p.b_batch_strides[..batch.len()].copy_from_slice(&sb);
+    Ok(p)
+}
+
+/// Whether a quantization parameter of shape `s` is one value (false) or one per row /
+/// column (`count` entries, true).
+fn per_slice(s: &[usize], count: usize, what: &str) -> R<bool> {
+    let n: usize = s.iter().product();
+    if n == 1 {
+        Ok(false)
+    } else if s.len() == 1 && s[0] == count {
+        Ok(true)
+    } else {
+        Err(format!(
+            "{what} has shape {s:?}; expected one value or [{count}]"
+        ))
+    }
+}
+
+fn check_8bit(cx: &InferCx, i: usize, what: &str) -> R<DType> {
+    let d = cx.dtype(i)?;
+    match d {
+        DType::U8 | DType::I8 => Ok(d),
+        _ => Err(format!("{what} is {d}; expected uint8 or int8")),
+    }
+}
+
+/// The QMatMul parameters of a (QLinear)MatMul(Integer) node: `a_scale`, `a_zp`,
+/// `b_scale`, `b_zp` are the input positions (None when the operator has none).
+fn qmatmul_params(
+    cx: &InferCx,
+    a: usize,
+    b: usize,
+    [a_scale, a_zp, b_scale, b_zp]: [Option<usize>; 4],
+) -> R<tp::QMatMul> {
+    let (as_, bs) = (cx.shape(a)?, cx.shape(b)?);
+    matmul_shape(as_, bs)?;
+    let mm = matmul_params(as_, bs)?;
+    let flag = |i: Option<usize>, count: usize, what: &str| -> R<bool> {
+        match i.and_then(|i| cx.opt(i)) {
+            None => Ok(false),
+            Some(v) => per_slice(v.shape(), count, what),
+        }
+    };
+    Ok(tp::QMatMul {
+        mm,
+        a_scale_rows: flag(a_scale, mm.m, "a_scale")?,
+        a_zp_rows: flag(a_zp, mm.m, "a_zero_point")?,
+        b_scale_cols: flag(b_scale, mm.n, "b_scale")?,
+        b_zp_cols: flag(b_zp, mm.n, "b_zero_point")?,
+    })
+}
+
+/// ONNX MatMulInteger.
+#[derive(Debug, Clone)]
+pub struct MatMulInteger;
+
+impl Operator for MatMulInteger {
+    fn name(&self) -> &'static str {
+        "MatMulInteger"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let ad = check_8bit(cx, 0, "A")?;
+        let bd = check_8bit(cx, 1, "B")?;
+        for (i, d) in [(2, ad), (3, bd)] {
+            if let Some(z) = cx.opt(i)
+                && z.dtype != d
+            {
+                return Err(format!("zero point {i} is {}, its operand {d}", z.dtype));
+            }
+        }
+        qmatmul_params(cx, 0, 1, [None, Some(2), None, Some(3)])?;
+        Ok(vec![Fact::new(
+            DType::I32,
+            matmul_shape(cx.shape(0)?, cx.shape(1)?)?,
+        )])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let p = qmatmul_params(&icx, 0, 1, [None, Some(2), None, Some(3)])?;
+        let (ad, bd) = (cx.dtype(0)?, cx.dtype(1)?);
+        let a = cx.operand(0)?;
+        let b = cx.operand(1)?;
+        let az = operand_or_zeros(cx, 2, ad, &[1])?;
+        let bz = operand_or_zeros(cx, 3, bd, &[1])?;
+        let call = TypedCall::new("matmul_integer", vec![ad, bd], &p).inputs(vec![ad, bd, ad, bd]);
+        cx.typed(call, vec![a, b, az, bz], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// ONNX QLinearMatMul.
+#[derive(Debug, Clone)]
+pub struct QLinearMatMul;
+
+impl Operator for QLinearMatMul {
+    fn name(&self) -> &'static str {
+        "QLinearMatMul"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let ad = check_8bit(cx, 0, "a")?;
+        let bd = check_8bit(cx, 3, "b")?;
+        let yd = check_8bit(cx, 7, "y_zero_point")?;
+        let sd = cx.dtype(1)?;
+        if !sd.is_float() || cx.dtype(4)? != sd || cx.dtype(6)? != sd {
+            return Err(format!(
+                "the scales are {sd}, {}, {}; expected one float type",
+                cx.dtype(4)?,
+                cx.dtype(6)?
+            ));
+        }
+        if cx.dtype(2)? != ad || cx.dtype(5)? != bd {
+            return Err("each zero point must have its operand's type".into());
+        }
+        for i in [6, 7] {
+            if cx.shape(i)?.iter().product::<usize>() != 1 {
+                return Err(format!(
+                    "input {i} (y's scale / zero point) must be one value"
+                ));
+            }
+        }
+        qmatmul_params(cx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
+        Ok(vec![Fact::new(
+            yd,
+            matmul_shape(cx.shape(0)?, cx.shape(3)?)?,
+        )])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let p = qmatmul_params(&icx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
+        let (ad, sd, bd, yd) = (cx.dtype(0)?, cx.dtype(1)?, cx.dtype(3)?, cx.dtype(7)?);
+        let inputs = cx.operands()?;
+        let call = TypedCall::new("qlinear_matmul", vec![ad, bd, sd, yd], &p)
+            .inputs(vec![ad, sd, ad, bd, sd, bd, sd, yd]);
+        cx.typed(call, inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// ONNX ConvInteger.
+#[derive(Debug, Clone)]
+pub struct ConvInteger {
+    pub window: Window,
+    pub group: usize,
+}
+
+impl ConvInteger {
+    fn params(&self, cx: &InferCx) -> R<(Vec<usize>, tp::ConvInteger)> {
+        let xd = check_8bit(cx, 0, "x")?;
+        let wd = check_8bit(cx, 1, "w")?;
+        let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
+        conv_nd::check_conv(xs, ws, self.group)?;
+        if let Some(z) = cx.opt(2)
+            && (z.dtype != xd || z.shape().iter().product::<usize>() != 1)
+        {
+            return Err(format!(
+                "x_zero_point is {} {:?}; expected one {xd}",
+                z.dtype,
+                z.shape()
+            ));
+        }
+        let per = match cx.opt(3) {
+            None => false,
+            Some(z) if z.dtype != wd => {
+                return Err(format!("w_zero_point is {}, w {wd}", z.dtype));
+            }
+            Some(z) => per_slice(z.shape(), ws[0], "w_zero_point")?,
+        };
+        let (out, sp) = conv_nd::conv_window(&self.window, xs, ws)?;
+        Ok((
+            out,
+            tp::ConvInteger {
+                geom: conv_nd::geom(xs, ws[0], self.group, &sp),
+                w_zp_per_channel: per,
+            },
+        ))
+    }
+}
+
+impl Operator for ConvInteger {
+    fn name(&self) -> &'static str {
+        "ConvInteger"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let (out, _) = self.params(cx)?;
+        Ok(vec![Fact::new(DType::I32, out)])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let (_, p) = self.params(&icx)?;
+        let (xd, wd) = (cx.dtype(0)?, cx.dtype(1)?);
+        let x = cx.operand(0)?;
+        let w = cx.operand(1)?;
+        let xz = operand_or_zeros(cx, 2, xd, &[1])?;
+        let wz = operand_or_zeros(cx, 3, wd, &[1])?;
+        let call = TypedCall::new("conv_integer", vec![xd, wd], &p).inputs(vec![xd, wd, xd, wd]);
+        cx.typed(call, vec![x, w, xz, wz], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// ONNX QLinearConv.
+#[derive(Debug, Clone)]
+pub struct QLinearConv {
+    pub window: Window,
+    pub group: usize,
+}
+
+impl QLinearConv {
+    fn params(&self, cx: &InferCx) -> R<(Vec<usize>, tp::QLinearConv)> {
+        let xd = check_8bit(cx, 0, "x")?;
+        let wd = check_8bit(cx, 3, "w")?;
+        let yd = check_8bit(cx, 7, "y_zero_point")?;
+        for (i, what) in [(1, "x_scale"), (4, "w_scale"), (6, "y_scale")] {
+            if cx.dtype(i)? != DType::F32 {
+                return Err(format!("{what} is {}; expected float32", cx.dtype(i)?));
+            }
+        }
+        if cx.dtype(2)? != xd || cx.dtype(5)? != wd {
+            return Err("each zero point must have its operand's type".into());
+        }
+        let (xs, ws) = (cx.shape(0)?, cx.shape(3)?);
+        conv_nd::check_conv(xs, ws, self.group)?;
+        for i in [1, 2, 6, 7] {
+            if cx.shape(i)?.iter().product::<usize>() != 1 {
+                return Err(format!("input {i} must be one value"));
+            }
+        }
+        let w_scale = per_slice(cx.shape(4)?, ws[0], "w_scale")?;
+        let w_zp = per_slice(cx.shape(5)?, ws[0], "w_zero_point")?;
+        if let Some(b) = cx.opt(8)
+            && (b.dtype != DType::I32 || b.shape() != [ws[0]])
+        {
+            return Err(format!(
+                "B is {} {:?}; expected int32 [{}]",
+                b.dtype,
+                b.shape(),
+                ws[0]
+            ));
+        }
+        let (mut out, sp) = conv_nd::conv_window(&self.window, xs, ws)?;
+        out[1] = ws[0];
+        let _ = yd;
+        Ok((
+            out,
+            tp::QLinearConv {
+                geom: conv_nd::geom(xs, ws[0], self.group, &sp),
+                w_scale_per_channel: w_scale,
+                w_zp_per_channel: w_zp,
+            },
+        ))
+    }
+}
+
+impl Operator for QLinearConv {
+    fn name(&self) -> &'static str {
+        "QLinearConv"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let (out, _) = self.params(cx)?;
+        Ok(vec![Fact::new(cx.dtype(7)?, out)])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let (_, p) = self.params(&icx)?;
+        let (xd, wd, yd) = (cx.dtype(0)?, cx.dtype(3)?, cx.dtype(7)?);
+        let mut inputs = Vec::new();
+        for i in 0..8 {
+            inputs.push(cx.operand(i)?);
+        }
+        inputs.push(conv_nd::bias_or_zeros(cx, 8, DType::I32, p.geom.c_out)?);
+        let f = DType::F32;
+        let call = TypedCall::new("qlinear_conv", vec![xd, wd, yd], &p).inputs(vec![
+            xd,
+            f,
+            xd,
+            wd,
+            f,
+            wd,
+            f,
+            yd,
+            DType::I32,
+        ]);
+        cx.typed(call, inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+pub const OPS: &[OpDef] = &[
+    OpDef {
+        name: "QuantizeLinear",
+        since: 10,
+        types: Types::Numeric,
+        cuda: false,
+        parse: |cx| {
+            let a = &cx.attrs;
+            let block = a.int_or("block_size", 0)?;
+            Ok(Arc::new(QuantizeLinear {
+                axis: a.int_or("axis", 1)?,
+                block_size: usize::try_from(block)
+                    .map_err(|_| format!("block_size must be ≥ 0, got {block}"))?,
+                output_dtype: output_dtype(a.int_or("output_dtype", 0)?)?,
+                precision: output_dtype(a.int_or("precision", 0)?)?,
+            }))
+        },
+    },
+    OpDef {
+        name: "DequantizeLinear",
+        since: 10,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| {
+            let a = &cx.attrs;
+            let block = a.int_or("block_size", 0)?;
+            Ok(Arc::new(DequantizeLinear {
+                axis: a.int_or("axis", 1)?,
+                block_size: usize::try_from(block)
+                    .map_err(|_| format!("block_size must be ≥ 0, got {block}"))?,
+                output_dtype: output_dtype(a.int_or("output_dtype", 0)?)?,
+            }))
+        },
+    },
+    OpDef {
+        name: "DynamicQuantizeLinear",
+        since: 11,
+        types: Types::F32,
+        cuda: false,
+        parse: |_| Ok(Arc::new(DynamicQuantizeLinear)),
+    },
+    OpDef {
+        name: "MatMulInteger",
+        since: 10,
+        types: Types::Int,
+        cuda: false,
+        parse: |_| Ok(Arc::new(MatMulInteger)),
+    },
+    OpDef {
+        name: "QLinearMatMul",
+        since: 10,
+        types: Types::Int,
+        cuda: false,
+        parse: |_| Ok(Arc::new(QLinearMatMul)),
+    },
+    OpDef {
+        name: "ConvInteger",
+        since: 10,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(ConvInteger {
+                window: cx.attrs.window()?,
+                group: cx.attrs.positive("group", Some(1))?,
+            }))
+        },
+    },
+    OpDef {
+        name: "QLinearConv",
+        since: 10,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(QLinearConv {
+                window: cx.attrs.window()?,
+                group: cx.attrs.positive("group", Some(1))?,
+            }))
+        },
+    },
+];

@@ -218,10 +218,15 @@ pub fn attention<T: Elem, U: Elem, M: Elem>(
 
     for b in 0..p.batch {
         // The causal / window frontier: query `i` sits at key position `i + offset`.
+        // Keys at or past `limit` are padding.
+        let limit = match nonpad.get(b) {
+            Some(&n) if p.nonpad => n,
+            _ => i64::MAX,
+        };
         let offset: i64 = if p.past_len > 0 || !p.nonpad {
             p.past_len as i64
         } else {
-            nonpad[b] - p.q_len as i64
+            limit - p.q_len as i64
         };
         for h in 0..p.q_heads {
             let kvh = h / group;
@@ -270,7 +275,7 @@ pub fn attention<T: Elem, U: Elem, M: Elem>(
                     {
                         bias = neg_inf;
                     }
-                    if p.nonpad && ti >= nonpad[b] {
+                    if ti >= limit {
                         bias = neg_inf;
                     }
                     if bias != neg_inf {

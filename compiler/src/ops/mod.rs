@@ -27,6 +27,7 @@ pub mod elementwise;
 pub mod index;
 pub mod linalg;
 pub mod loss;
+pub mod misc;
 pub mod norm;
 pub mod quant;
 pub mod recurrent;
@@ -195,6 +196,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     attention::OPS,
     recurrent::OPS,
     loss::OPS,
+    misc::OPS,
 ];
 
 /// The declaration of `op_type` in the default domain.

@@ -38,7 +38,9 @@ pub use index::{
 };
 pub use layout::{concat, copy_strided, pad, trilu};
 pub use matmul::matmul;
-pub use misc::{loss, loss_log_prob};
+pub use misc::{
+    bitcast, cumprod, det, einsum, loss, loss_log_prob, reverse_sequence, swiglu, tensor_scatter,
+};
 pub use norm::{batch_norm, group_norm, layer_norm, lp_norm, lrn, mean_variance_norm, rms_norm};
 pub use recurrent::{gru, lstm, rnn};
 pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};

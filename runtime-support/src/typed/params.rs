@@ -377,4 +377,7 @@ pub use super::conv::{
     ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, MaxUnpool, PoolNd, PoolOp,
     Precision, QLinearConv, QMatMul, QuantMode, Quantize,
 };
-pub use super::misc::{Loss, LossReduction};
+pub use super::misc::{
+    Det, EINSUM_INPUTS, EINSUM_LABELS, Einsum, Loss, LossReduction, ReverseSequence, SwiGlu,
+    TensorScatter,
+};

@@ -1,0 +1,773 @@
+//! Single operators of no larger family, on the kernels of `typed::misc`: Einsum,
+//! CumProd, BitCast, ReverseSequence, Det, TensorScatter, SwiGLU, and the deprecated
+//! Scatter (ScatterElements under its opset 9–10 name).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kiln_runtime::typed::{self, params as tp};
+
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use crate::lower::TypedCall;
+use crate::tensor::{DType, Data, Scalar, Tensor};
+use crate::{dispatch_data, dispatch_dtype, impl_as_any};
+
+/// The values of a constant as `T` (its own element type).
+fn values<T: Scalar>(t: &Tensor) -> R<&[T]> {
+    T::unwrap(&t.data).ok_or_else(|| {
+        format!(
+            "constant of type {}, expected {}",
+            t.dtype,
+            <T as Scalar>::DTYPE
+        )
+    })
+}
+
+fn fixed<const N: usize>(s: &[usize]) -> R<[usize; N]> {
+    if s.len() > N {
+        return Err(format!("rank {} exceeds the supported {N}", s.len()));
+    }
+    let mut a = [1; N];
+    a[..s.len()].copy_from_slice(s);
+    Ok(a)
+}
+
+fn index_type(cx: &InferCx, i: usize, what: &str) -> R<DType> {
+    match cx.dtype(i)? {
+        d @ (DType::I32 | DType::I64) => Ok(d),
+        d => Err(format!(
+            "{what} has element type {d}, expected int32 or int64"
+        )),
+    }
+}
+
+/// The InferCx of a lowering (parameters are computed once, from the facts).
+fn infer_of<'g>(cx: &LowerCx<'_, 'g>) -> InferCx<'g> {
+    InferCx {
+        graph: cx.graph(),
+        node: cx.node,
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Einsum
+
+#[derive(Debug, Clone)]
+pub struct Einsum {
+    pub equation: String,
+}
+
+/// One subscript: a letter, or the ellipsis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sub {
+    Letter(char),
+    Ellipsis,
+}
+
+fn subscripts(term: &str) -> R<Vec<Sub>> {
+    let mut v = Vec::new();
+    let mut rest = term;
+    while let Some(c) = rest.chars().next() {
+        if let Some(r) = rest.strip_prefix("...") {
+            if v.contains(&Sub::Ellipsis) {
+                return Err(format!("Einsum term `{term}` has two ellipses"));
+            }
+            v.push(Sub::Ellipsis);
+            rest = r;
+        } else if c.is_ascii_alphabetic() {
+            v.push(Sub::Letter(c));
+            rest = &rest[1..];
+        } else {
+            return Err(format!(
+                "Einsum term `{term}`: `{c}` is neither a letter nor `...`"
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// Label ids: letters by their code, broadcast (ellipsis) dimension `j` as `1000 + j`.
+const ELLIPSIS_LABEL: u32 = 1000;
+
+impl Einsum {
+    fn params(&self, shapes: &[&[usize]]) -> R<(tp::Einsum, Vec<usize>)> {
+        let eq: String = self
+            .equation
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let (lhs, rhs) = match eq.split_once("->") {
+            Some((l, r)) => (l, Some(r)),
+            None => (eq.as_str(), None),
+        };
+        let terms: Vec<Vec<Sub>> = lhs.split(',').map(subscripts).collect::<R<_>>()?;
+        if terms.len() != shapes.len() {
+            return Err(format!(
+                "Einsum equation `{}` names {} operands, the node has {}",
+                self.equation,
+                terms.len(),
+                shapes.len()
+            ));
+        }
+        if shapes.len() > tp::EINSUM_INPUTS {
+            return Err(format!(
+                "Einsum has {} operands; at most {} are supported",
+                shapes.len(),
+                tp::EINSUM_INPUTS
+            ));
+        }
+        // Each operand's labels, one per dimension.
+        let mut ell_rank = 0;
+        let mut ell_ranks = Vec::new();
+        for (t, s) in terms.iter().zip(shapes) {
+            let letters = t.iter().filter(|s| **s != Sub::Ellipsis).count();
+            let has_ell = t.contains(&Sub::Ellipsis);
+            if s.len() < letters || (!has_ell && s.len() != letters) {
+                return Err(format!(
+                    "Einsum equation `{}`: an operand of shape {s:?} does not match its \
+                     subscripts",
+                    self.equation
+                ));
+            }
+            let e = s.len() - letters;
+            ell_rank = ell_rank.max(e);
+            ell_ranks.push(e);
+        }
+        let expand = |t: &[Sub], e: usize| -> Vec<u32> {
+            let mut v = Vec::new();
+            for s in t {
+                match s {
+                    Sub::Letter(c) => v.push(*c as u32),
+                    Sub::Ellipsis => {
+                        v.extend((ell_rank - e..ell_rank).map(|j| ELLIPSIS_LABEL + j as u32))
+                    }
+                }
+            }
+            v
+        };
+        let labels: Vec<Vec<u32>> = terms
+            .iter()
+            .zip(&ell_ranks)
+            .map(|(t, &e)| expand(t, e))
+            .collect();
+        // Sizes, with broadcasting of 1.
+        let mut sizes: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut order: Vec<u32> = Vec::new();
+        for (ls, s) in labels.iter().zip(shapes) {
+            for (&l, &d) in ls.iter().zip(s.iter()) {
+                match sizes.get(&l).copied() {
+                    None => {
+                        sizes.insert(l, d);
+                        order.push(l);
+                    }
+                    Some(old) if old == d || d == 1 => {}
+                    Some(1) => {
+                        sizes.insert(l, d);
+                    }
+                    Some(old) => {
+                        return Err(format!(
+                            "Einsum equation `{}`: a label has sizes {old} and {d}",
+                            self.equation
+                        ));
+                    }
+                }
+            }
+        }
+        let out: Vec<u32> = match rhs {
+            Some(r) => {
+                let subs = subscripts(r)?;
+                let v = expand(&subs, ell_rank);
+                for (i, l) in v.iter().enumerate() {
+                    if v[..i].contains(l) {
+                        return Err(format!("Einsum output `{r}` repeats a subscript"));
+                    }
+                    if !sizes.contains_key(l) {
+                        return Err(format!(
+                            "Einsum output `{r}` names a subscript no operand has"
+                        ));
+                    }
+                }
+                v
+            }
+            None => {
+                let mut v: Vec<u32> = (0..ell_rank).map(|j| ELLIPSIS_LABEL + j as u32).collect();
+                let mut letters: Vec<u32> = order
+                    .iter()
+                    .copied()
+                    .filter(|&l| {
+                        l < ELLIPSIS_LABEL
+                            && labels.iter().flatten().filter(|&&m| m == l).count() == 1
+                    })
+                    .collect();
+                letters.sort_unstable();
+                v.extend(letters);
+                v
+            }
+        };
+        let mut all = out.clone();
+        all.extend(order.iter().copied().filter(|l| !out.contains(l)));
+        if all.len() > tp::EINSUM_LABELS {
+            return Err(format!(
+                "Einsum has {} distinct labels; at most {} are supported",
+                all.len(),
+                tp::EINSUM_LABELS
+            ));
+        }
+        let mut p = tp::Einsum {
+            n_labels: all.len(),
+            n_out: out.len(),
+            sizes: [1; tp::EINSUM_LABELS],
+            n_inputs: shapes.len(),
+            strides: [[0; tp::EINSUM_LABELS]; tp::EINSUM_INPUTS],
+        };
+        for (i, l) in all.iter().enumerate() {
+            p.sizes[i] = sizes[l];
+        }
+        for (k, (ls, s)) in labels.iter().zip(shapes).enumerate() {
+            let mut stride = 1;
+            for (&l, &d) in ls.iter().zip(s.iter()).rev() {
+                let i = all.iter().position(|&m| m == l).unwrap_or(0);
+                if !(d == 1 && p.sizes[i] != 1) {
+                    p.strides[k][i] += stride;
+                }
+                stride *= d;
+            }
+        }
+        let shape = out.iter().map(|l| sizes[l]).collect();
+        Ok((p, shape))
+    }
+}
+
+impl Operator for Einsum {
+    fn name(&self) -> &'static str {
+        "Einsum"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Numeric)?;
+        for v in cx.inputs() {
+            if v.dtype != d {
+                return Err(format!(
+                    "Einsum operands have element types {d} and {}, expected one type",
+                    v.dtype
+                ));
+            }
+        }
+        let shapes = cx.inputs().iter().map(|v| v.shape()).collect::<Vec<_>>();
+        Ok(vec![Fact::new(d, self.params(&shapes)?.1)])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let ins = cx.constants().ok_or("Einsum: operands not constant")?;
+        let shapes: Vec<&[usize]> = ins.iter().map(|t| t.shape.as_slice()).collect();
+        let (p, _) = self.params(&shapes)?;
+        let n = outs[0].shape.iter().product();
+        let data = dispatch_dtype!(outs[0].dtype, T => {
+            let slices: Vec<&[T]> = ins.iter().map(|t| values::<T>(t)).collect::<R<_>>()?;
+            let mut out = vec![T::default(); n];
+            typed::einsum(&p, &slices, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let shapes = cx.inputs_shapes();
+        let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
+        let (p, _) = self.params(&refs)?;
+        let d = cx.dtype(0)?;
+        let inputs = cx.operands()?;
+        cx.typed(TypedCall::new("einsum", vec![d], &p).variadic(), inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// CumProd
+
+#[derive(Debug, Clone)]
+pub struct CumProd {
+    pub exclusive: bool,
+    pub reverse: bool,
+}
+
+impl CumProd {
+    fn params(&self, cx: &InferCx) -> R<tp::CumSum> {
+        let s = cx.shape(0)?;
+        let axis = cx
+            .constant(1, "axis")?
+            .as_i64()
+            .first()
+            .copied()
+            .ok_or("axis is empty")?;
+        let a = normalize_axis(axis, s.len())?;
+        Ok(tp::CumSum {
+            outer: s[..a].iter().product(),
+            len: s[a],
+            inner: s[a + 1..].iter().product(),
+            exclusive: self.exclusive,
+            reverse: self.reverse,
+        })
+    }
+}
+
+impl Operator for CumProd {
+    fn name(&self) -> &'static str {
+        "CumProd"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        cx.check_type(0, Types::Numeric)?;
+        self.params(cx)?;
+        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let p = self.params(cx)?;
+        let x = cx.constant(0, "input")?;
+        let data = dispatch_data!(&x.data, v: T => {
+            let mut out = vec![T::default(); v.len()];
+            typed::cumprod(&p, v, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let p = self.params(&infer_of(cx))?;
+        let d = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        cx.typed(TypedCall::new("cumprod", vec![d], &p), vec![x], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// BitCast
+
+#[derive(Debug, Clone)]
+pub struct BitCast {
+    pub to: DType,
+}
+
+impl Operator for BitCast {
+    fn name(&self) -> &'static str {
+        "BitCast"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let from = cx.dtype(0)?;
+        if from.size() != self.to.size() {
+            return Err(format!(
+                "BitCast from {from} ({} bytes) to {} ({} bytes): the types must have the \
+                 same width",
+                from.size(),
+                self.to,
+                self.to.size()
+            ));
+        }
+        Ok(vec![Fact::new(self.to, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let x = cx.constant(0, "input")?;
+        let data = dispatch_data!(&x.data, v: A => {
+            dispatch_dtype!(self.to, B => {
+                let mut out = vec![B::default(); v.len()];
+                typed::bitcast::<A, B>(v, &mut out).map_err(|e| e.to_string())?;
+                B::wrap(out)
+            })
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let from = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        let call = TypedCall::bare("bitcast", vec![from, self.to])
+            .fallible()
+            .inputs(vec![from]);
+        cx.typed(call, vec![x], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// ReverseSequence
+
+#[derive(Debug, Clone)]
+pub struct ReverseSequence {
+    pub batch_axis: i64,
+    pub time_axis: i64,
+}
+
+impl ReverseSequence {
+    fn params(&self, cx: &InferCx) -> R<tp::ReverseSequence> {
+        let s = cx.shape(0)?;
+        if s.len() < 2 {
+            return Err(format!("input {s:?} must have rank ≥ 2"));
+        }
+        let b = normalize_axis(self.batch_axis, s.len())?;
+        let t = normalize_axis(self.time_axis, s.len())?;
+        if b > 1 || t > 1 || b == t {
+            return Err(format!(
+                "batch_axis {b} and time_axis {t} must be 0 and 1 in some order"
+            ));
+        }
+        if cx.shape(1)? != [s[b]] {
+            return Err(format!(
+                "sequence_lens has shape {:?}, expected [{}]",
+                cx.shape(1)?,
+                s[b]
+            ));
+        }
+        Ok(tp::ReverseSequence {
+            rank: s.len(),
+            shape: fixed(s)?,
+            batch_axis: b,
+            time_axis: t,
+        })
+    }
+}
+
+impl Operator for ReverseSequence {
+    fn name(&self) -> &'static str {
+        "ReverseSequence"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        index_type(cx, 1, "sequence_lens")?;
+        self.params(cx)?;
+        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let p = self.params(cx)?;
+        let x = cx.constant(0, "input")?;
+        let lens = cx.constant(1, "sequence_lens")?.as_i64();
+        let data = dispatch_data!(&x.data, v: T => {
+            let mut out = vec![T::default(); v.len()];
+            typed::reverse_sequence(&p, v, &lens, &mut out).map_err(|e| e.to_string())?;
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let p = self.params(&infer_of(cx))?;
+        let (d, di) = (cx.dtype(0)?, cx.dtype(1)?);
+        let inputs = cx.operands()?;
+        let call = TypedCall::new("reverse_sequence", vec![d, di], &p)
+            .fallible()
+            .inputs(vec![d, di]);
+        cx.typed(call, inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// Det
+
+#[derive(Debug, Clone)]
+pub struct Det;
+
+impl Det {
+    fn params(&self, cx: &InferCx) -> R<(tp::Det, Vec<usize>)> {
+        let s = cx.shape(0)?;
+        let r = s.len();
+        if r < 2 || s[r - 1] != s[r - 2] {
+            return Err(format!(
+                "Det input {s:?} must end with two equal dimensions (square matrices)"
+            ));
+        }
+        Ok((
+            tp::Det {
+                batch: s[..r - 2].iter().product(),
+                n: s[r - 1],
+            },
+            s[..r - 2].to_vec(),
+        ))
+    }
+}
+
+impl Operator for Det {
+    fn name(&self) -> &'static str {
+        "Det"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Float)?;
+        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let (p, _) = self.params(cx)?;
+        let x = cx.constant(0, "input")?;
+        let data = dispatch_data!(&x.data, v: T => {
+            let mut out = vec![T::default(); p.batch];
+            let mut scratch = vec![0.0; p.scratch_len()];
+            typed::det(&p, v, &mut out, &mut scratch);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let (p, _) = self.params(&infer_of(cx))?;
+        let d = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        let call = TypedCall::new("det", vec![d], &p).inputs(vec![d]);
+        // The LU scratch (f64): one more output no value names.
+        cx.typed_multi(
+            call,
+            vec![x],
+            &[
+                (0, d, p.batch),
+                (usize::MAX, DType::F64, p.scratch_len().max(1)),
+            ],
+        )
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// TensorScatter
+
+#[derive(Debug, Clone)]
+pub struct TensorScatter {
+    pub circular: bool,
+    pub axis: i64,
+}
+
+impl TensorScatter {
+    fn params(&self, cx: &InferCx) -> R<tp::TensorScatter> {
+        let cs = cx.shape(0)?;
+        let us = cx.shape(1)?;
+        let a = normalize_axis(self.axis, cs.len())?;
+        if a == 0 {
+            return Err("TensorScatter: axis must not be 0 (the batch axis)".into());
+        }
+        let fits = cs.len() == us.len()
+            && cs
+                .iter()
+                .zip(us)
+                .enumerate()
+                .all(|(i, (c, u))| if i == a { u <= c } else { u == c });
+        if !fits {
+            return Err(format!(
+                "TensorScatter: update {us:?} does not fit cache {cs:?} along axis {a}"
+            ));
+        }
+        if let Some(w) = cx.opt(2) {
+            if w.shape() != [cs[0]] {
+                return Err(format!(
+                    "write_indices has shape {:?}, expected [{}]",
+                    w.shape(),
+                    cs[0]
+                ));
+            }
+        }
+        Ok(tp::TensorScatter {
+            batch: cs[0],
+            mid: cs[1..a].iter().product(),
+            max_seq: cs[a],
+            seq: us[a],
+            inner: cs[a + 1..].iter().product(),
+            circular: self.circular,
+        })
+    }
+}
+
+impl Operator for TensorScatter {
+    fn name(&self) -> &'static str {
+        "TensorScatter"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.dtype(0)?;
+        if cx.dtype(1)? != d {
+            return Err(format!(
+                "update has element type {}, expected {d} like the cache",
+                cx.dtype(1)?
+            ));
+        }
+        if cx.opt(2).is_some() {
+            index_type(cx, 2, "write_indices")?;
+        }
+        self.params(cx)?;
+        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let p = self.params(cx)?;
+        let c = cx.constant(0, "past_cache")?;
+        let u = cx.constant(1, "update")?;
+        let w = cx.opt_constant(2).map(|t| t.as_i64()).unwrap_or_default();
+        let data = dispatch_data!(&c.data, v: T => {
+            let mut out = vec![T::default(); v.len()];
+            typed::tensor_scatter(&p, v, values::<T>(u)?, &w, &mut out)
+                .map_err(|e| e.to_string())?;
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let p = self.params(&infer_of(cx))?;
+        let d = cx.dtype(0)?;
+        let mut inputs = vec![cx.operand(0)?, cx.operand(1)?];
+        let di = if cx.opt(2).is_some() {
+            inputs.push(cx.operand(2)?);
+            cx.dtype(2)?
+        } else {
+            let name = format!("{}:no_write_indices", cx.node.name);
+            inputs.push(cx.weight(&name, &Tensor::new(vec![0], Data::zeros(DType::I64, 0))));
+            DType::I64
+        };
+        let call = TypedCall::new("tensor_scatter", vec![d, di], &p)
+            .fallible()
+            .inputs(vec![d, d, di]);
+        cx.typed(call, inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// SwiGLU
+
+#[derive(Debug, Clone)]
+pub struct SwiGlu {
+    pub alpha: f32,
+}
+
+impl Operator for SwiGlu {
+    fn name(&self) -> &'static str {
+        "SwiGLU"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Float)?;
+        if cx.dtype(1)? != d || cx.shape(1)? != cx.shape(0)? {
+            return Err(format!(
+                "SwiGLU: B ({} {:?}) must have A's type and shape ({d} {:?})",
+                cx.dtype(1)?,
+                cx.shape(1)?,
+                cx.shape(0)?
+            ));
+        }
+        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let a = cx.constant(0, "A")?;
+        let b = cx.constant(1, "B")?;
+        let p = tp::SwiGlu { alpha: self.alpha };
+        let data = dispatch_data!(&a.data, v: T => {
+            let mut out = vec![T::default(); v.len()];
+            typed::swiglu(&p, v, values::<T>(b)?, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let d = cx.dtype(0)?;
+        let inputs = cx.operands()?;
+        let call = TypedCall::new("swiglu", vec![d], &tp::SwiGlu { alpha: self.alpha });
+        cx.typed(call, inputs, 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+// ---------------------------------------------------------------------------------
+// Declarations
+
+fn to_dtype(cx: &ParseCx) -> R<DType> {
+    let to = cx.attrs.int("to")?.ok_or("attribute `to` is required")?;
+    DType::from_onnx(to as i32).ok_or_else(|| {
+        format!(
+            "attribute `to` is {}, which Kiln does not support",
+            DType::onnx_code_name(to as i32)
+        )
+    })
+}
+
+pub const OPS: &[OpDef] = &[
+    OpDef {
+        name: "Einsum",
+        since: 12,
+        types: Types::Numeric,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(Einsum {
+                equation: cx
+                    .attrs
+                    .string("equation")?
+                    .ok_or("attribute `equation` is required")?,
+            }))
+        },
+    },
+    OpDef {
+        name: "CumProd",
+        since: 26,
+        types: Types::Numeric,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(CumProd {
+                exclusive: cx.attrs.flag("exclusive")?,
+                reverse: cx.attrs.flag("reverse")?,
+            }))
+        },
+    },
+    OpDef {
+        name: "BitCast",
+        since: 26,
+        types: Types::All,
+        cuda: false,
+        parse: |cx| Ok(Arc::new(BitCast { to: to_dtype(cx)? })),
+    },
+    OpDef {
+        name: "ReverseSequence",
+        since: 10,
+        types: Types::All,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(ReverseSequence {
+                batch_axis: cx.attrs.int_or("batch_axis", 1)?,
+                time_axis: cx.attrs.int_or("time_axis", 0)?,
+            }))
+        },
+    },
+    OpDef {
+        name: "Det",
+        since: 11,
+        types: Types::Float,
+        cuda: false,
+        parse: |_| Ok(Arc::new(Det)),
+    },
+    OpDef {
+        name: "TensorScatter",
+        since: 24,
+        types: Types::All,
+        cuda: false,
+        parse: |cx| {
+            let circular = match cx.attrs.string("mode")?.as_deref() {
+                None | Some("linear") => false,
+                Some("circular") => true,
+                Some(m) => return Err(format!("mode `{m}`, expected linear or circular")),
+            };
+            Ok(Arc::new(TensorScatter {
+                circular,
+                axis: cx.attrs.int_or("axis", -2)?,
+            }))
+        },
+    },
+    OpDef {
+        name: "Scatter",
+        since: 9,
+        types: Types::All,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(super::index::Elements::Scatter {
+                axis: cx.attrs.int_or("axis", 0)?,
+                reduction: tp::ScatterReduction::None,
+            }))
+        },
+    },
+    OpDef {
+        name: "SwiGLU",
+        since: 28,
+        types: Types::Float,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(SwiGlu {
+                alpha: cx.attrs.float_or("alpha", 1.0)?,
+            }))
+        },
+    },
+];

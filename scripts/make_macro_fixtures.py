@@ -14,7 +14,8 @@ macros/tests/fixtures/ (inputs of the trybuild UI tests, macros/tests/ui.rs)
     tiny.onnx         Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm -> Softmax on a
                       fixed [1, 3, 8, 8] input `x`, output `prob` [1, 4].
     batch.onnx        The same graph with a symbolic batch dim: `x` is [N, 3, 8, 8].
-    unsupported.onnx  A graph using Erf and Sin, which Kiln does not lower.
+    unsupported.onnx  A graph using NonZero and Unique, whose output shapes depend on the
+                  data (not supported until dynamic shapes).
     not_onnx.onnx     A text file with an .onnx name.
 
 tests/macro-user/models/ (the crate that uses the macro on a real model)
@@ -86,11 +87,11 @@ def tiny(batch: str | int, rng: np.random.Generator) -> bytes:
 
 def unsupported() -> bytes:
     nodes = [
-        helper.make_node("Erf", ["x"], ["e"], name="erf"),
-        helper.make_node("Sin", ["e"], ["y"], name="sin"),
+        helper.make_node("NonZero", ["x"], ["e"], name="nonzero"),
+        helper.make_node("Unique", ["x"], ["y"], name="unique"),
     ]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
     return model(nodes, [x], [y], {}, "unsupported")
 
 

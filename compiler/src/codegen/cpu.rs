@@ -511,8 +511,10 @@ impl Emitter<'_> {
         let question = if call.fallible { quote!(?) } else { quote!() };
         let (ref_regions, ref_names): (Vec<_>, Vec<_>) = refs.into_iter().unzip();
         let step_name = &s.node;
+        // Outputs, then the kernel's scratch (typed like the buffer the lowering made).
         let out_bufs: Vec<_> = std::iter::once(s.output)
             .chain(s.extra_outputs.iter().copied())
+            .chain(s.scratch)
             .collect();
         let out_regions: Vec<TokenStream> = out_bufs.iter().map(|&b| self.region(b)).collect();
         let out_names: Vec<syn::Ident> = (0..out_bufs.len())

@@ -29,6 +29,7 @@ pub mod linalg;
 pub mod loss;
 pub mod misc;
 pub mod norm;
+pub mod normalization;
 pub mod quant;
 pub mod recurrent;
 pub mod reduce;
@@ -188,6 +189,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     conv::OPS,
     conv_nd::OPS,
     norm::OPS,
+    normalization::OPS,
     shape::OPS,
     index::OPS,
     reduce::OPS,
@@ -447,6 +449,25 @@ impl<'a, 'g> LowerCx<'a, 'g> {
         scratch_len: usize,
     ) {
         self.l.push(self.node, kernel, inputs, output, scratch_len);
+    }
+
+    /// [`LowerCx::typed_multi`] for a kernel that also takes working memory: `scratch`
+    /// elements of `dtype`, planned in the arena for this step only and passed after
+    /// the outputs.
+    pub fn typed_with_scratch(
+        &mut self,
+        call: TypedCall,
+        inputs: Vec<Operand>,
+        outs: &[(usize, DType, usize)],
+        scratch: (DType, usize),
+    ) -> R<()> {
+        self.typed_multi(call, inputs, outs)?;
+        let name = format!("{}:scratch", self.node.name);
+        let b = self.l.buffer(&name, scratch.0, scratch.1, true);
+        if let Some(s) = self.l.program.steps.last_mut() {
+            s.scratch = Some(b);
+        }
+        Ok(())
     }
 
     /// Appends a typed kernel call writing outputs `js` (new buffers; an output the

@@ -1,4 +1,4 @@
-// Erf and Sin are not lowered by Kiln: one error lists both.
+// NonZero and Unique are not supported by Kiln: one error lists both.
 kiln_macros::include_model!("tests/fixtures/unsupported.onnx");
 
 fn main() {}

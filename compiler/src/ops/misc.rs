@@ -665,6 +665,363 @@ impl Operator for SwiGlu {
 }
 
 // ---------------------------------------------------------------------------------
+// Signal: DFT, STFT, windows, MelWeightMatrix
+
+/// The first value of constant input `i` as an integer.
+fn const_int(cx: &InferCx, i: usize, what: &str) -> R<i64> {
+    cx.constant(i, what)?
+        .as_i64()
+        .first()
+        .copied()
+        .ok_or_else(|| format!("{what} is empty"))
+}
+
+#[derive(Debug, Clone)]
+pub struct Dft {
+    pub inverse: bool,
+    pub onesided: bool,
+    /// The attribute (opset < 20); input 2 after.
+    pub axis: Option<i64>,
+}
+
+impl Dft {
+    fn params(&self, cx: &InferCx) -> R<(tp::Dft, Vec<usize>)> {
+        let s = cx.shape(0)?;
+        let r = s.len();
+        if r < 2 || !(s[r - 1] == 1 || s[r - 1] == 2) {
+            return Err(format!(
+                "DFT input {s:?} must have rank ≥ 2 and end in 1 (real) or 2 (complex)"
+            ));
+        }
+        let axis = match self.axis {
+            Some(a) => a,
+            None if cx.opt(2).is_some() => const_int(cx, 2, "axis")?,
+            None => -2,
+        };
+        let a = normalize_axis(axis, r)?;
+        if a == r - 1 {
+            return Err(format!(
+                "DFT axis {axis} is the last (complex) dimension of {s:?}"
+            ));
+        }
+        let n = s[a];
+        let length = if cx.opt(1).is_some() {
+            let l = const_int(cx, 1, "dft_length")?;
+            if l < 1 {
+                return Err(format!("dft_length {l} must be positive"));
+            }
+            l as usize
+        } else if self.inverse && self.onesided {
+            2 * n.saturating_sub(1)
+        } else {
+            n
+        };
+        if length == 0 {
+            return Err(format!("DFT of {s:?} along axis {a} has length 0"));
+        }
+        let p = tp::Dft {
+            outer: s[..a].iter().product(),
+            n,
+            inner: s[a + 1..r - 1].iter().product(),
+            in_complex: s[r - 1] == 2,
+            length,
+            inverse: self.inverse,
+            onesided: self.onesided,
+        };
+        let mut shape = s.to_vec();
+        shape[a] = p.out_len();
+        shape[r - 1] = if p.out_complex() { 2 } else { 1 };
+        Ok((p, shape))
+    }
+}
+
+impl Operator for Dft {
+    fn name(&self) -> &'static str {
+        "DFT"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Float)?;
+        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let (p, _) = self.params(cx)?;
+        let x = cx.constant(0, "input")?;
+        let n = outs[0].shape.iter().product();
+        let data = dispatch_data!(&x.data, v: T => {
+            let mut out = vec![T::default(); n];
+            typed::dft(&p, v, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let (p, _) = self.params(&infer_of(cx))?;
+        let d = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        cx.typed(
+            TypedCall::new("dft", vec![d], &p).inputs(vec![d]),
+            vec![x],
+            0,
+        )?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+#[derive(Debug, Clone)]
+pub struct Stft {
+    pub onesided: bool,
+}
+
+impl Stft {
+    fn params(&self, cx: &InferCx) -> R<(tp::Stft, Vec<usize>)> {
+        let s = cx.shape(0)?;
+        if s.len() != 3 || !(s[2] == 1 || s[2] == 2) {
+            return Err(format!(
+                "STFT signal {s:?} must be [batch, length, 1 (real) or 2 (complex)]"
+            ));
+        }
+        let step = const_int(cx, 1, "frame_step")?;
+        if step < 1 {
+            return Err(format!("frame_step {step} must be positive"));
+        }
+        let window = cx.opt(2).map(|w| w.shape().to_vec());
+        if let Some(w) = &window
+            && w.len() != 1
+        {
+            return Err(format!("STFT window {w:?} must have rank 1"));
+        }
+        let frame_len = if cx.opt(3).is_some() {
+            let l = const_int(cx, 3, "frame_length")?;
+            if l < 1 {
+                return Err(format!("frame_length {l} must be positive"));
+            }
+            l as usize
+        } else if let Some(w) = &window {
+            w[0]
+        } else {
+            s[1]
+        };
+        if let Some(w) = &window
+            && w[0] != frame_len
+        {
+            return Err(format!(
+                "STFT window has {} samples, frame_length is {frame_len}",
+                w[0]
+            ));
+        }
+        if frame_len == 0 || frame_len > s[1] {
+            return Err(format!(
+                "STFT frame_length {frame_len} must be in 1..={} (the signal length)",
+                s[1]
+            ));
+        }
+        let step = step as usize;
+        let frames = (s[1] - frame_len) / step + 1;
+        let bins = if self.onesided {
+            frame_len / 2 + 1
+        } else {
+            frame_len
+        };
+        let p = tp::Stft {
+            batch: s[0],
+            signal_len: s[1],
+            in_complex: s[2] == 2,
+            frames,
+            step,
+            frame_len,
+            bins,
+        };
+        Ok((p, vec![s[0], frames, bins, 2]))
+    }
+}
+
+impl Operator for Stft {
+    fn name(&self) -> &'static str {
+        "STFT"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Float)?;
+        if let Some(w) = cx.opt(2)
+            && w.dtype != d
+        {
+            return Err(format!(
+                "STFT window has element type {}, expected {d} like the signal",
+                w.dtype
+            ));
+        }
+        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let (p, _) = self.params(cx)?;
+        let x = cx.constant(0, "signal")?;
+        let w = cx.opt_constant(2);
+        let n = outs[0].shape.iter().product();
+        let data = dispatch_data!(&x.data, v: T => {
+            let w: &[T] = match w {
+                Some(w) => values::<T>(w)?,
+                None => &[],
+            };
+            let mut out = vec![T::default(); n];
+            typed::stft(&p, v, w, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let (p, _) = self.params(&infer_of(cx))?;
+        let d = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        let w = if cx.opt(2).is_some() {
+            cx.operand(2)?
+        } else {
+            let name = format!("{}:no_window", cx.node.name);
+            cx.weight(&name, &Tensor::new(vec![0], Data::zeros(d, 0)))
+        };
+        let call = TypedCall::new("stft", vec![d], &p).inputs(vec![d, d]);
+        cx.typed(call, vec![x, w], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+/// HannWindow, HammingWindow, BlackmanWindow of a constant size.
+#[derive(Debug, Clone)]
+pub struct WindowOp {
+    pub kind: tp::WindowKind,
+    pub periodic: bool,
+    pub dtype: DType,
+}
+
+impl WindowOp {
+    fn params(&self, cx: &InferCx) -> R<tp::Window> {
+        cx.check_type(0, Types::Int)?;
+        let size = const_int(cx, 0, "size")?;
+        if size < 0 {
+            return Err(format!("window size {size} must not be negative"));
+        }
+        Ok(tp::Window {
+            kind: self.kind,
+            size: size as usize,
+            periodic: self.periodic,
+        })
+    }
+}
+
+impl Operator for WindowOp {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            tp::WindowKind::Hann => "HannWindow",
+            tp::WindowKind::Hamming => "HammingWindow",
+            tp::WindowKind::Blackman => "BlackmanWindow",
+        }
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let p = self.params(cx)?;
+        Ok(vec![Fact::new(self.dtype, vec![p.size])])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let p = self.params(cx)?;
+        let data = dispatch_dtype!(self.dtype, T => {
+            let mut out = vec![T::default(); p.size];
+            typed::window(&p, &mut out);
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let p = self.params(&infer_of(cx))?;
+        cx.typed(TypedCall::new("window", vec![self.dtype], &p), vec![], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+#[derive(Debug, Clone)]
+pub struct MelWeightMatrix {
+    pub dtype: DType,
+}
+
+impl MelWeightMatrix {
+    fn params(&self, cx: &InferCx) -> R<tp::MelWeightMatrix> {
+        let mels = const_int(cx, 0, "num_mel_bins")?;
+        let len = const_int(cx, 1, "dft_length")?;
+        let sr = const_int(cx, 2, "sample_rate")?;
+        let edge = |i: usize, what: &str| -> R<f64> {
+            cx.constant(i, what)?
+                .as_f64()
+                .first()
+                .copied()
+                .ok_or_else(|| format!("{what} is empty"))
+        };
+        let (lo, hi) = (edge(3, "lower_edge_hertz")?, edge(4, "upper_edge_hertz")?);
+        if mels < 1 || len < 1 || sr < 1 {
+            return Err(format!(
+                "MelWeightMatrix: num_mel_bins {mels}, dft_length {len} and sample_rate {sr} \
+                 must be positive"
+            ));
+        }
+        Ok(tp::MelWeightMatrix {
+            num_mel_bins: mels as usize,
+            dft_length: len as usize,
+            sample_rate: sr,
+            lower_edge_hertz: lo,
+            upper_edge_hertz: hi,
+            f32_math: cx.dtype(3)? != DType::F64,
+        })
+    }
+}
+
+impl Operator for MelWeightMatrix {
+    fn name(&self) -> &'static str {
+        "MelWeightMatrix"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let p = self.params(cx)?;
+        Ok(vec![Fact::new(
+            self.dtype,
+            vec![p.dft_length / 2 + 1, p.num_mel_bins],
+        )])
+    }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let p = self.params(cx)?;
+        let n = outs[0].shape.iter().product();
+        let data = dispatch_dtype!(self.dtype, T => {
+            let mut out = vec![T::default(); n];
+            typed::mel_weight_matrix(&p, &mut out).map_err(|e| format!("MelWeightMatrix: {e}"))?;
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let p = self.params(&infer_of(cx))?;
+        let call = TypedCall::new("mel_weight_matrix", vec![self.dtype], &p).fallible();
+        cx.typed(call, vec![], 0)?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
+fn output_datatype(cx: &ParseCx) -> R<DType> {
+    let code = cx.attrs.int_or("output_datatype", 1)?;
+    match DType::from_onnx(code as i32) {
+        Some(d) if d != DType::Bool => Ok(d),
+        _ => Err(format!(
+            "output_datatype {}, expected a numeric type",
+            DType::onnx_code_name(code as i32)
+        )),
+    }
+}
+
+fn window_op(cx: &ParseCx, kind: tp::WindowKind) -> R<super::Op> {
+    Ok(Arc::new(WindowOp {
+        kind,
+        periodic: cx.attrs.int_or("periodic", 1)? != 0,
+        dtype: output_datatype(cx)?,
+    }))
+}
+
+// ---------------------------------------------------------------------------------
 // Declarations
 
 fn to_dtype(cx: &ParseCx) -> R<DType> {
@@ -767,6 +1124,66 @@ pub const OPS: &[OpDef] = &[
         parse: |cx| {
             Ok(Arc::new(SwiGlu {
                 alpha: cx.attrs.float_or("alpha", 1.0)?,
+            }))
+        },
+    },
+    OpDef {
+        name: "DFT",
+        since: 17,
+        types: Types::Float,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(Dft {
+                inverse: cx.attrs.flag("inverse")?,
+                onesided: cx.attrs.flag("onesided")?,
+                axis: if cx.opset < 20 {
+                    Some(cx.attrs.int_or("axis", 1)?)
+                } else {
+                    None
+                },
+            }))
+        },
+    },
+    OpDef {
+        name: "STFT",
+        since: 17,
+        types: Types::Float,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(Stft {
+                onesided: cx.attrs.int_or("onesided", 1)? != 0,
+            }))
+        },
+    },
+    OpDef {
+        name: "HannWindow",
+        since: 17,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| window_op(cx, tp::WindowKind::Hann),
+    },
+    OpDef {
+        name: "HammingWindow",
+        since: 17,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| window_op(cx, tp::WindowKind::Hamming),
+    },
+    OpDef {
+        name: "BlackmanWindow",
+        since: 17,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| window_op(cx, tp::WindowKind::Blackman),
+    },
+    OpDef {
+        name: "MelWeightMatrix",
+        since: 17,
+        types: Types::Int,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(MelWeightMatrix {
+                dtype: output_datatype(cx)?,
             }))
         },
     },

@@ -381,3 +381,4 @@ pub use super::misc::{
     Det, EINSUM_INPUTS, EINSUM_LABELS, Einsum, Loss, LossReduction, ReverseSequence, SwiGlu,
     TensorScatter,
 };
+pub use super::signal::{Dft, MelWeightMatrix, Stft, Window, WindowKind};

@@ -333,7 +333,7 @@ impl Resize {
             let p = xp.floor();
             let frac = xp - p;
             let half = (n / 2) as i64;
-            let off = if n % 2 == 0 {
+            let off = if n.is_multiple_of(2) {
                 if frac == 0.0 { -half } else { -half + 1 }
             } else {
                 let base = -(((n - 1) / 2) as i64);
@@ -386,6 +386,8 @@ impl Resize {
         Ok(t)
     }
 
+    /// The kernel parameters, tap indices, tap weights and output shape.
+    #[allow(clippy::type_complexity)]
     fn plan(&self, cx: &InferCx) -> R<(tp::Resize, Vec<i64>, Vec<f64>, Vec<usize>)> {
         let s = cx.shape(0)?;
         let r = s.len();

@@ -308,8 +308,8 @@ pub fn grid_sample<T: Elem, G: Elem>(p: &GridSample, x: &[T], grid: &[G], out: &
                     GridSampleMode::Cubic => {
                         let x0 = xv.floor();
                         let t = (xd - x0 as f32) as f64;
-                        for k in 0..4 {
-                            tap_idx[d][k] = at(x0 as i64 - 1 + k as i64);
+                        for (k, i) in tap_idx[d].iter_mut().enumerate() {
+                            *i = at(x0 as i64 - 1 + k as i64);
                         }
                         tap_w[d] = cubic_weights(t, -0.75);
                     }
@@ -391,9 +391,9 @@ pub fn affine_grid<T: Elem>(p: &AffineGrid, theta: &[T], out: &mut [T]) {
         for s in 0..sp {
             // Homogeneous point: the last spatial axis first.
             let mut h = [1.0f64; 4];
-            for k in 0..rank {
+            for (k, h) in h[..rank].iter_mut().enumerate() {
                 let d = rank - 1 - k;
-                h[k] = base_coord(pos[d], p.size[d], p.align_corners);
+                *h = base_coord(pos[d], p.size[d], p.align_corners);
             }
             let o = &mut out[(n * sp + s) * rank..(n * sp + s + 1) * rank];
             for (r, o) in o.iter_mut().enumerate() {

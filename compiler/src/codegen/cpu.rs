@@ -113,7 +113,7 @@ impl<'a> Emitter<'a> {
                 Ok(quote! {
                     #[inline(never)]
                     fn #name(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
-                        let _ = inputs;
+                        let _ = (w, inputs);
                         #(#calls)*
                         Ok(())
                     }

@@ -357,3 +357,41 @@ fn qlinear_matmul_and_conv_integer() {
         ]
     );
 }
+
+#[test]
+fn deform_conv_with_mask_and_bias() {
+    // x = arange(9) as [1, 1, 3, 3], w [[1, 2], [-1, 0.5]], offsets
+    // (arange(32) % 5 - 2)·0.3 as [1, 8, 2, 2], mask (arange(16) % 3)·0.5, bias 0.25.
+    // The reference samples through GridSample's normalised coordinates, which costs
+    // it about 1e-7.
+    let x: Vec<f64> = (0..9).map(f64::from).collect();
+    let w = [1.0, 2.0, -1.0, 0.5];
+    let off: Vec<f64> = (0..32).map(|i| ((i % 5) as f64 - 2.0) * 0.3).collect();
+    let mask: Vec<f64> = (0..16).map(|i| (i % 3) as f64 * 0.5).collect();
+    let p = DeformConv {
+        n: 1,
+        c_in: 1,
+        c_out: 1,
+        group: 1,
+        offset_group: 1,
+        in_hw: [3, 3],
+        out_hw: [2, 2],
+        kernel: [2, 2],
+        strides: [1, 1],
+        dilations: [1, 1],
+        pads: [0, 0],
+        has_mask: true,
+    };
+    let mut y = vec![0.0; 4];
+    deform_conv(&p, &x, &w, &off, &[0.25], &mask, &mut y);
+    close(
+        &y,
+        &[
+            1.3100001001358024,
+            6.030000546276578,
+            2.999999971687796,
+            0.8299992632865951,
+        ],
+        1e-6,
+    );
+}

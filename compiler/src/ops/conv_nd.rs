@@ -631,6 +631,107 @@ pub(super) fn lower_global_average(cx: &mut LowerCx) -> R<()> {
     Ok(())
 }
 
+/// ONNX DeformConv over 2-D inputs.
+#[derive(Debug, Clone)]
+pub struct DeformConv {
+    pub window: Window,
+    pub group: usize,
+    pub offset_group: usize,
+}
+
+impl DeformConv {
+    fn params(&self, cx: &InferCx) -> R<(Vec<usize>, tp::DeformConv)> {
+        let (xs, ws, os) = (cx.shape(0)?, cx.shape(1)?, cx.shape(2)?);
+        if xs.len() != 4 {
+            return Err(format!(
+                "only 2-D DeformConv (rank-4 input) is supported, got {xs:?}"
+            ));
+        }
+        check_conv(xs, ws, self.group)?;
+        let og = self.offset_group;
+        if xs[1] % og != 0 {
+            return Err(format!(
+                "input channels {} are not a multiple of offset_group {og}",
+                xs[1]
+            ));
+        }
+        let (out, sp) = conv_window(&self.window, xs, ws)?;
+        let taps = sp.kernel[0] * sp.kernel[1];
+        let want = [xs[0], og * 2 * taps, out[2], out[3]];
+        if os != want {
+            return Err(format!("offset has shape {os:?}, expected {want:?}"));
+        }
+        if let Some(b) = cx.opt(3)
+            && b.shape() != [ws[0]]
+        {
+            return Err(format!("B has shape {:?}, expected [{}]", b.shape(), ws[0]));
+        }
+        if let Some(m) = cx.opt(4) {
+            let want = [xs[0], og * taps, out[2], out[3]];
+            if m.shape() != want {
+                return Err(format!("mask has shape {:?}, expected {want:?}", m.shape()));
+            }
+        }
+        let d = cx.dtype(0)?;
+        for i in 1..5 {
+            if let Some(v) = cx.opt(i)
+                && v.dtype != d
+            {
+                return Err(format!("input {i} is {}, X is {d}", v.dtype));
+            }
+        }
+        Ok((
+            out.clone(),
+            tp::DeformConv {
+                n: xs[0],
+                c_in: xs[1],
+                c_out: ws[0],
+                group: self.group,
+                offset_group: og,
+                in_hw: [xs[2], xs[3]],
+                out_hw: [out[2], out[3]],
+                kernel: [sp.kernel[0], sp.kernel[1]],
+                strides: [sp.strides[0], sp.strides[1]],
+                dilations: [sp.dilations[0], sp.dilations[1]],
+                pads: [sp.pads_begin[0], sp.pads_begin[1]],
+                has_mask: cx.opt(4).is_some(),
+            },
+        ))
+    }
+}
+
+impl Operator for DeformConv {
+    fn name(&self) -> &'static str {
+        "DeformConv"
+    }
+    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
+        let d = cx.check_type(0, Types::Float)?;
+        let (out, _) = self.params(cx)?;
+        Ok(vec![Fact::new(d, out)])
+    }
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        let icx = InferCx {
+            graph: cx.graph(),
+            node: cx.node,
+        };
+        let (_, p) = self.params(&icx)?;
+        let d = cx.dtype(0)?;
+        let x = cx.operand(0)?;
+        let w = cx.operand(1)?;
+        let off = cx.operand(2)?;
+        let b = bias_or_zeros(cx, 3, d, p.c_out)?;
+        // Without a mask the kernel ignores its mask argument: pass the offsets.
+        let mask = if p.has_mask { cx.operand(4)? } else { off };
+        cx.typed(
+            TypedCall::new("deform_conv", vec![d], &p),
+            vec![x, w, off, b, mask],
+            0,
+        )?;
+        Ok(())
+    }
+    impl_as_any!();
+}
+
 /// Operators only the typed kernels implement.
 pub const OPS: &[OpDef] = &[
     OpDef {
@@ -645,6 +746,19 @@ pub const OPS: &[OpDef] = &[
                 group: a.positive("group", Some(1))?,
                 output_padding: a.usizes("output_padding")?,
                 output_shape: a.usizes("output_shape")?,
+            }))
+        },
+    },
+    OpDef {
+        name: "DeformConv",
+        since: 19,
+        types: Types::Float,
+        cuda: false,
+        parse: |cx| {
+            Ok(Arc::new(DeformConv {
+                window: cx.attrs.window()?,
+                group: cx.attrs.positive("group", Some(1))?,
+                offset_group: cx.attrs.positive("offset_group", Some(1))?,
             }))
         },
     },

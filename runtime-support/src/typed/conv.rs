@@ -909,3 +909,112 @@ pub fn qlinear_matmul<A: Elem, B: Elem, S: Elem, Y: Elem>(
         y[e] = Y::from_f64(r.round_ties_even().clamp(qmin, qmax));
     });
 }
+
+/// Parameters of [`deform_conv`] (2-D): input `[n, c_in, in_h, in_w]`, weight
+/// `[c_out, c_in / group, kernel..]`, offsets `[n, offset_group·2·kh·kw, out_h, out_w]`
+/// (per tap: Δh then Δw), mask `[n, offset_group·kh·kw, out_h, out_w]` when
+/// `has_mask` (else the mask argument is ignored and every tap weighs 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DeformConv {
+    pub n: usize,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub group: usize,
+    pub offset_group: usize,
+    pub in_hw: [usize; 2],
+    pub out_hw: [usize; 2],
+    pub kernel: [usize; 2],
+    pub strides: [usize; 2],
+    pub dilations: [usize; 2],
+    /// Padding before each spatial dimension.
+    pub pads: [usize; 2],
+    pub has_mask: bool,
+}
+
+/// Bilinear sample of one `h × w` plane at real position `(y, x)`, positions outside
+/// the plane reading 0 (GridSample with `align_corners = 1`, zeros padding).
+fn bilinear<T: Elem>(plane: &[T], h: usize, w: usize, y: f64, x: f64) -> f64 {
+    let (y0, x0) = (y.floor(), x.floor());
+    let (dy, dx) = (y - y0, x - x0);
+    let mut v = 0.0;
+    for (yy, wy) in [(y0, 1.0 - dy), (y0 + 1.0, dy)] {
+        for (xx, wx) in [(x0, 1.0 - dx), (x0 + 1.0, dx)] {
+            if yy >= 0.0 && xx >= 0.0 && yy < h as f64 && xx < w as f64 && wy * wx != 0.0 {
+                v += wy * wx * plane[yy as usize * w + xx as usize].to_f64();
+            }
+        }
+    }
+    v
+}
+
+/// ONNX DeformConv over 2-D inputs: each tap reads the input bilinearly at its regular
+/// position plus its learned offset, weighted by the mask; plus the bias `b` (zeros
+/// when absent).
+#[allow(clippy::too_many_arguments)]
+pub fn deform_conv<T: Elem>(
+    p: &DeformConv,
+    x: &[T],
+    w: &[T],
+    offset: &[T],
+    b: &[T],
+    mask: &[T],
+    y: &mut [T],
+) {
+    let [ih, iw] = p.in_hw;
+    let [oh, ow] = p.out_hw;
+    let [kh, kw] = p.kernel;
+    let (group, og) = (p.group.max(1), p.offset_group.max(1));
+    let (cg_in, cg_out) = (p.c_in / group, (p.c_out / group).max(1));
+    let per_og = (p.c_in / og).max(1);
+    let (plane, out_plane, taps) = (ih * iw, oh * ow, kh * kw);
+    assert_eq!(x.len(), p.n * p.c_in * plane, "deform_conv: X");
+    assert_eq!(w.len(), p.c_out * cg_in * taps, "deform_conv: W");
+    assert_eq!(
+        offset.len(),
+        p.n * og * 2 * taps * out_plane,
+        "deform_conv: offset"
+    );
+    assert_eq!(b.len(), p.c_out, "deform_conv: B");
+    assert!(
+        !p.has_mask || mask.len() == p.n * og * taps * out_plane,
+        "deform_conv: mask"
+    );
+    assert_eq!(y.len(), p.n * p.c_out * out_plane, "deform_conv: Y");
+    for n in 0..p.n {
+        for co in 0..p.c_out {
+            let grp = co / cg_out;
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut acc = b[co].to_f64();
+                    for ci in 0..cg_in {
+                        let c = grp * cg_in + ci;
+                        let g = c / per_og;
+                        let xp = &x[(n * p.c_in + c) * plane..(n * p.c_in + c + 1) * plane];
+                        for a in 0..kh {
+                            for bb in 0..kw {
+                                let tap = (n * og + g) * taps + a * kw + bb;
+                                let o = (tap * 2) * out_plane + i * ow + j;
+                                let dy = offset[o].to_f64();
+                                let dx = offset[o + out_plane].to_f64();
+                                let yy = (i * p.strides[0] + a * p.dilations[0]) as f64
+                                    - p.pads[0] as f64
+                                    + dy;
+                                let xx = (j * p.strides[1] + bb * p.dilations[1]) as f64
+                                    - p.pads[1] as f64
+                                    + dx;
+                                let m = if p.has_mask {
+                                    mask[tap * out_plane + i * ow + j].to_f64()
+                                } else {
+                                    1.0
+                                };
+                                let wv = w[(co * cg_in + ci) * taps + a * kw + bb].to_f64();
+                                acc += bilinear(xp, ih, iw, yy, xx) * wv * m;
+                            }
+                        }
+                    }
+                    y[((n * p.c_out + co) * oh + i) * ow + j] = T::from_f64(acc);
+                }
+            }
+        }
+    }
+}

@@ -25,7 +25,7 @@ pub mod view;
 
 pub use attention::attention;
 pub use conv::{
-    conv_integer, conv_nd, conv_transpose, dequantize_linear, dynamic_quantize_linear,
+    conv_integer, conv_nd, conv_transpose, deform_conv, dequantize_linear, dynamic_quantize_linear,
     matmul_integer, max_pool_indices, max_unpool, pool, qlinear_conv, qlinear_matmul,
     quantize_linear,
 };

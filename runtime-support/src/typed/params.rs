@@ -374,7 +374,7 @@ pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};
 pub use super::resize::{AffineGrid, Col2Im, GridPadding, GridSample, GridSampleMode, Resize};
 pub use super::rotary::Rotary;
 pub use super::conv::{
-    ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, MaxUnpool, PoolNd, PoolOp,
+    ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, DeformConv, MaxUnpool, PoolNd, PoolOp,
     Precision, QLinearConv, QMatMul, QuantMode, Quantize,
 };
 pub use super::misc::{

@@ -547,14 +547,14 @@ impl TensorScatter {
                 "TensorScatter: update {us:?} does not fit cache {cs:?} along axis {a}"
             ));
         }
-        if let Some(w) = cx.opt(2) {
-            if w.shape() != [cs[0]] {
-                return Err(format!(
-                    "write_indices has shape {:?}, expected [{}]",
-                    w.shape(),
-                    cs[0]
-                ));
-            }
+        if let Some(w) = cx.opt(2)
+            && w.shape() != [cs[0]]
+        {
+            return Err(format!(
+                "write_indices has shape {:?}, expected [{}]",
+                w.shape(),
+                cs[0]
+            ));
         }
         Ok(tp::TensorScatter {
             batch: cs[0],

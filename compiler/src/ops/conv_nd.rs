@@ -76,7 +76,7 @@ pub(crate) fn check_conv(xs: &[usize], ws: &[usize], group: usize) -> R<()> {
             ws[1].saturating_mul(group)
         ));
     }
-    if ws[0] % group != 0 {
+    if !ws[0].is_multiple_of(group) {
         return Err(format!(
             "weight {ws:?} has {} output channels, not a multiple of group {group}",
             ws[0]
@@ -318,7 +318,7 @@ impl ConvTranspose {
                 xs[1]
             ));
         }
-        if xs[1] % group != 0 {
+        if !xs[1].is_multiple_of(group) {
             return Err(format!(
                 "input channels {} are not a multiple of group {group}",
                 xs[1]
@@ -438,8 +438,8 @@ impl ConvTranspose {
         g.kernel[..n].copy_from_slice(&kernel);
         g.strides[..n].copy_from_slice(&strides);
         g.dilations[..n].copy_from_slice(&dilations);
-        for i in 0..n {
-            g.pads[i] = pads_begin[i] as isize;
+        for (p, &b) in g.pads.iter_mut().zip(&pads_begin) {
+            *p = b as isize;
         }
         Ok((shape, g))
     }
@@ -649,7 +649,7 @@ impl DeformConv {
         }
         check_conv(xs, ws, self.group)?;
         let og = self.offset_group;
-        if xs[1] % og != 0 {
+        if !xs[1].is_multiple_of(og) {
             return Err(format!(
                 "input channels {} are not a multiple of offset_group {og}",
                 xs[1]

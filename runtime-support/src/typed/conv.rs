@@ -362,13 +362,13 @@ pub fn conv_transpose<T: Elem>(p: &ConvTransposeNd, x: &[T], w: &[T], b: &[T], y
     kernel_hi[..d].copy_from_slice(&g.kernel[..d]);
     let mut out_index = 0;
     for n in 0..g.n {
-        for co in 0..g.c_out {
+        for (co, bias) in b.iter().enumerate() {
             let grp = co / cg_out;
             let m = co % cg_out;
             let x_base = (n * g.c_in + grp * cg_in) * in_plane;
             let mut o = [0usize; RANK];
             loop {
-                let mut acc = b[co].to_f64();
+                let mut acc = bias.to_f64();
                 let mut k = [0usize; RANK];
                 if ksize > 0 {
                     loop {
@@ -595,9 +595,9 @@ pub fn max_pool_indices<T: Elem>(p: &PoolNd, x: &[T], y: &mut [T], indices: &mut
     let in_strides = strides_of(d, &p.in_shape);
     let mut col_strides = [0usize; RANK];
     let mut step = 1;
-    for j in 0..d {
-        col_strides[j] = step;
-        step *= p.in_shape[j];
+    for (cs, &len) in col_strides.iter_mut().zip(&p.in_shape).take(d) {
+        *cs = step;
+        step *= len;
     }
     for q in 0..p.planes {
         let xp = &x[q * in_plane..(q + 1) * in_plane];

@@ -24,6 +24,23 @@ pub fn read(path: &Path) -> Result<Tensor, Error> {
     parse(&bytes).map_err(|m| bad(path, m))
 }
 
+/// A float32 array: the values of any numeric `.npy` file converted to `f32` (tests
+/// and tools that only deal in float32).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Array {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// Reads a `.npy` file as float32 values.
+pub fn read_f32(path: &Path) -> Result<Array, Error> {
+    let t = read(path)?;
+    Ok(Array {
+        data: t.as_f32(),
+        shape: t.shape,
+    })
+}
+
 /// The element type of a NumPy type description (`<f4`, `|b1`, ...).
 fn dtype_of(t: &NpyType) -> Result<DType, String> {
     let NpyType::Plain(ty) = t else {

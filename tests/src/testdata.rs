@@ -15,7 +15,7 @@ pub fn require_testdata() {
 }
 
 pub fn load_npy(path: &Path) -> kiln_compiler::npy::Array {
-    kiln_compiler::npy::read(path).unwrap_or_else(|e| panic!("{e}"))
+    kiln_compiler::npy::read_f32(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Largest absolute difference and whether every element satisfies

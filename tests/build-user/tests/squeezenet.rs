@@ -23,7 +23,8 @@ fn squeezenet_matches_onnxruntime() {
 
     let dir = Path::new(env!("KILN_SQUEEZENET_DIR"));
     let load = |name: &str| {
-        npy::read(&dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
+        npy::read_f32(&dir.join(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
     };
     let x = load("random_input_0.npy");
     let prob = load("random_expected_0.npy");

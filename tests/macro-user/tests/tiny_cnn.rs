@@ -15,7 +15,7 @@ fn load(name: &str) -> npy::Array {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("models")
         .join(name);
-    npy::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    npy::read_f32(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32) {

@@ -76,6 +76,9 @@ impl DType {
             21 => "uint4".into(),
             22 => "int4".into(),
             23 => "float4".into(),
+            24 => "float8 e8m0".into(),
+            25 => "uint2".into(),
+            26 => "int2".into(),
             c => format!("type code {c}"),
         }
     }

@@ -21,6 +21,7 @@ fn arr(v: &[usize]) -> [usize; RANK] {
     a
 }
 
+#[allow(clippy::too_many_arguments)] // one argument per field of the geometry, as the tests read
 fn geom(
     n: usize,
     c_in: usize,

@@ -69,7 +69,7 @@ fn heads(attr: Option<i64>, name: &str) -> R<usize> {
 
 /// `hidden / heads`, which must divide.
 fn per_head(hidden: usize, heads: usize, what: &str) -> R<usize> {
-    if hidden % heads != 0 {
+    if heads == 0 || !hidden.is_multiple_of(heads) {
         return Err(format!(
             "{what} hidden size {hidden} is not a multiple of its {heads} heads"
         ));

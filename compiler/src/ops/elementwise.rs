@@ -56,8 +56,8 @@ pub fn typed_broadcast(out: &[usize], operands: &[&[usize]]) -> R<tp::Broadcast>
     };
     for (i, (n, st)) in dims.into_iter().enumerate() {
         p.shape[i] = n;
-        for k in 0..3 {
-            p.strides[k][i] = st[k];
+        for (operand, &stride) in p.strides.iter_mut().zip(&st) {
+            operand[i] = stride;
         }
     }
     Ok(p)

@@ -44,8 +44,8 @@ pub use misc::{
 };
 pub use norm::{batch_norm, group_norm, layer_norm, lp_norm, lrn, mean_variance_norm, rms_norm};
 pub use recurrent::{gru, lstm, rnn};
-pub use signal::{dft, mel_weight_matrix, stft, window};
 pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};
 pub use resize::{affine_grid, col2im, grid_sample, resize};
 pub use rotary::{rotary_embedding, rotary_embedding_pos};
+pub use signal::{dft, mel_weight_matrix, stft, window};
 pub use view::{copy, input, view, view_mut};

@@ -364,21 +364,21 @@ pub struct Trilu {
     pub upper: bool,
 }
 
+pub use super::attention::{Attention, AttentionMask, QkOutput, SoftmaxPrecision};
+pub use super::conv::{
+    ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, DeformConv, MaxUnpool, PoolNd,
+    PoolOp, Precision, QLinearConv, QMatMul, QuantMode, Quantize,
+};
 pub use super::index::{
     EyeLike, Gather, GatherElements, GatherNd, OneHot, ScatterElements, ScatterNd,
     ScatterReduction, TopK,
-};
-pub use super::norm::{BatchNormT, GroupNorm, LayerNorm, LpNorm, LrnT, Mvn, RmsNorm};
-pub use super::attention::{Attention, AttentionMask, QkOutput, SoftmaxPrecision};
-pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};
-pub use super::resize::{AffineGrid, Col2Im, GridPadding, GridSample, GridSampleMode, Resize};
-pub use super::rotary::Rotary;
-pub use super::conv::{
-    ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, DeformConv, MaxUnpool, PoolNd, PoolOp,
-    Precision, QLinearConv, QMatMul, QuantMode, Quantize,
 };
 pub use super::misc::{
     Det, EINSUM_INPUTS, EINSUM_LABELS, Einsum, Loss, LossReduction, ReverseSequence, SwiGlu,
     TensorScatter,
 };
+pub use super::norm::{BatchNormT, GroupNorm, LayerNorm, LpNorm, LrnT, Mvn, RmsNorm};
+pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};
+pub use super::resize::{AffineGrid, Col2Im, GridPadding, GridSample, GridSampleMode, Resize};
+pub use super::rotary::Rotary;
 pub use super::signal::{Dft, MelWeightMatrix, Stft, Window, WindowKind};

@@ -47,3 +47,12 @@ pub fn parse_input_spec(s: &str) -> Result<(String, Vec<usize>), Error> {
         .ok_or_else(|| Error::Options(format!("`{s}` should look like NAME=1x3x224x224")))?;
     Ok((name.to_owned(), parse_dims(dims)?))
 }
+
+/// Parses `NAME=FILE.npy`: a graph input bound to the array in the file
+/// ([`Options::constant_inputs`]).
+pub fn parse_constant_spec(s: &str) -> Result<(String, tensor::Tensor), Error> {
+    let (name, file) = s
+        .split_once('=')
+        .ok_or_else(|| Error::Options(format!("`{s}` should look like NAME=FILE.npy")))?;
+    Ok((name.to_owned(), npy::read(std::path::Path::new(file))?))
+}

@@ -85,6 +85,10 @@ struct ModelArgs {
     /// Shape of an input, e.g. `--input data=1x3x224x224` (needed for symbolic dims).
     #[arg(short, long = "input", value_name = "NAME=DIMS")]
     inputs: Vec<String>,
+    /// Bind an input to a value at compile time, e.g. `--constant axes=axes.npy`: it
+    /// becomes a constant and leaves the generated `Inputs` (for inputs that set shapes).
+    #[arg(long = "constant", value_name = "NAME=FILE.npy")]
+    constants: Vec<String>,
     /// Arena offset alignment in bytes.
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     alignment: usize,
@@ -97,6 +101,11 @@ impl ModelArgs {
                 .inputs
                 .iter()
                 .map(|s| parse_input_spec(s))
+                .collect::<Result<_, _>>()?,
+            constant_inputs: self
+                .constants
+                .iter()
+                .map(|s| kiln_compiler::parse_constant_spec(s))
                 .collect::<Result<_, _>>()?,
             alignment: self.alignment,
             ..Options::default()

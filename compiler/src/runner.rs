@@ -35,6 +35,9 @@ pub struct RunArgs {
     /// Timed runs after one warm-up run; the median is reported.
     #[arg(long, default_value_t = 10)]
     pub runs: usize,
+    /// Bind an input to a value at compile time (`NAME=FILE.npy`; see `kiln compile`).
+    #[arg(long = "constant", value_name = "NAME=FILE.npy")]
+    pub constants: Vec<String>,
     /// Arena offset alignment in bytes.
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     pub alignment: usize,
@@ -62,6 +65,11 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             .inputs
             .iter()
             .map(|s| parse_input_spec(s))
+            .collect::<Result<_, _>>()?,
+        constant_inputs: args
+            .constants
+            .iter()
+            .map(|s| crate::parse_constant_spec(s))
             .collect::<Result<_, _>>()?,
         alignment: args.alignment,
         weights: WeightsMode::File,

@@ -1491,3 +1491,37 @@ fn write_to_writes_code_and_weights() {
         before
     );
 }
+
+/// An input that sets a shape must be known at compile time: the error names it, and
+/// `Options::constant_inputs` binds it (it then leaves the generated inputs); a bound
+/// value of the wrong type is an error naming the input.
+#[test]
+fn constant_inputs_bind_shape_inputs() {
+    let bytes = Model::new(13)
+        .input("x", &[2, 3])
+        .typed_input("shape", INT64, &["2"])
+        .node(Node::new("Reshape", &["x", "shape"], &["y"]).name("r"))
+        .output("y")
+        .bytes();
+    let text = error(&bytes).to_string();
+    assert!(
+        text.contains("input 1 (`shape`, the target shape) must be a constant"),
+        "{text}"
+    );
+    let bind = |t: kiln_compiler::tensor::Tensor| Options {
+        constant_inputs: vec![("shape".into(), t)],
+        ..Options::default()
+    };
+    let c = compile_opts(
+        &bytes,
+        &bind(kiln_compiler::tensor::Tensor::i64(vec![2], vec![3, 2])),
+    )
+    .expect("bound shape compiles");
+    assert_eq!(c.program.inputs.len(), 1);
+    assert_eq!(c.program.outputs[0].0.shape, vec![3, 2]);
+    let wrong = kiln_compiler::tensor::Tensor::f32(vec![2], vec![3.0, 2.0]);
+    assert_eq!(
+        error_opts(&bytes, &bind(wrong)).to_string(),
+        "input `shape`: is declared int64, the bound value is float32"
+    );
+}

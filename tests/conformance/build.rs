@@ -233,7 +233,12 @@ fn needed_constant(error: &str) -> Option<&str> {
     if !error.contains("must be a constant") {
         return None;
     }
-    let start = error.find("(`")? + 2;
+    // "...; it is computed from graph input `shape`": bind that input instead.
+    let at = error.find("computed from graph input `").map(|p| p + 26);
+    let start = match at {
+        Some(p) => p + 1,
+        None => error.find("(`")? + 2,
+    };
     let len = error[start..].find('`')?;
     Some(&error[start..start + len])
 }

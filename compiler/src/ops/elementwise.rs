@@ -601,9 +601,18 @@ impl Operator for Clip {
                 Some(v) => v.constant.as_ref().and_then(|t| t.scalar_f64()).map(Some),
             }
         };
-        let [lo, hi] = self.bounds(|k| bound(cx, k))?;
+        // Bounds computed at run time (inputs, not constants) are read by the kernel.
+        let runtime = |cx: &LowerCx, k: usize| {
+            self.min.is_none() && cx.opt(k).is_some_and(|v| v.constant.is_none())
+        };
+        let dynamic = [runtime(cx, 1), runtime(cx, 2)];
+        let [lo, hi] = if dynamic.iter().any(|&d| d) {
+            [None, None]
+        } else {
+            self.bounds(|k| bound(cx, k))?
+        };
         let x = cx.operand(0)?;
-        if d == DType::F32 {
+        if d == DType::F32 && !dynamic.iter().any(|&d| d) {
             let p = legacy::Unary::Clip {
                 min: lo.map_or(f32::MIN, |v| v as f32),
                 max: hi.map_or(f32::MAX, |v| v as f32),
@@ -612,16 +621,23 @@ impl Operator for Clip {
             cx.step(Kernel::Unary(p), vec![x], out);
             return Ok(());
         }
-        // Other types: max with the lower bound, then min with the upper, as two
-        // broadcasts against scalar weights.
+        // Otherwise: max with the lower bound, then min with the upper, each a
+        // broadcast against a scalar (a weight, or the bound input itself).
         let shape = cx.shape(0)?.to_vec();
         let bc = typed_broadcast(&shape, &[&shape, &[]])?;
         let mut cur = x;
         let mut steps: Vec<(tp::BinaryOp, Operand)> = Vec::new();
-        for (op, b) in [(B::Max, lo), (B::Min, hi)] {
-            if let Some(v) = b {
+        for (k, op, b) in [(1, B::Max, lo), (2, B::Min, hi)] {
+            if dynamic[k - 1] {
+                if cx.input(k)?.len() != 1 {
+                    return Err(format!("Clip bound {k} must hold one value"));
+                }
+                steps.push((op, cx.operand(k)?));
+            } else if let Some(v) = b {
                 let t = dispatch_dtype!(d, T => Tensor::from_vec(vec![], vec![T::from_f64(v)]));
                 steps.push((op, cx.weight(&format!("{}:clip_bound", cx.node.name), &t)));
+            } else if let Some(t) = cx.opt_constant(k) {
+                steps.push((op, cx.weight(&format!("{}:clip_bound", cx.node.name), t)));
             }
         }
         if steps.is_empty() {

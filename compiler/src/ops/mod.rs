@@ -14,7 +14,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ir::{Graph, Node, Value};
+use crate::ir::{Graph, Node, Value, ValueId};
 use crate::lower::{Kernel, Lowering, Operand, TypedCall};
 use crate::plan::BufferId;
 use crate::tensor::{DType, Tensor};
@@ -275,11 +275,45 @@ impl<'g> InferCx<'g> {
     pub fn constant(&self, i: usize, what: &str) -> R<&'g Tensor> {
         let v = self.input(i)?;
         v.constant.as_ref().ok_or_else(|| {
-            format!(
+            let mut m = format!(
                 "input {i} (`{}`, the {what}) must be a constant once input shapes are fixed",
                 v.name
-            )
+            );
+            let from = self.graph_inputs_behind(i);
+            if !from.is_empty() && !self.graph.is_input(self.node.input(i).unwrap_or(ValueId(0))) {
+                let names: Vec<String> = from.iter().map(|n| format!("`{n}`")).collect();
+                m.push_str(&format!(
+                    "; it is computed from graph input {} (bind with Options::constant_inputs / --constant)",
+                    names.join(", ")
+                ));
+            }
+            m
         })
+    }
+
+    /// The graph inputs operand `i` is computed from (walking producers upstream).
+    pub fn graph_inputs_behind(&self, i: usize) -> Vec<String> {
+        let g = self.graph;
+        let Some(start) = self.node.input(i) else {
+            return Vec::new();
+        };
+        let mut seen = vec![false; g.values.len()];
+        let mut stack = vec![start];
+        let mut found = Vec::new();
+        while let Some(v) = stack.pop() {
+            if std::mem::replace(&mut seen[v.index()], true) {
+                continue;
+            }
+            if g.is_input(v) {
+                found.push(g.value(v).name.clone());
+                continue;
+            }
+            if let Some(n) = g.nodes.iter().find(|n| n.outputs.contains(&v)) {
+                stack.extend(n.inputs.iter().flatten());
+            }
+        }
+        found.sort();
+        found
     }
 
     /// Operand `i`'s constant value if present and constant.

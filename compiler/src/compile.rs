@@ -226,21 +226,32 @@ pub fn compile_bytes(
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     let source = source.as_str();
-    let mut graph = load::load_bytes(bytes).map_err(|e| match e {
+    let mut model = load::parse_model(bytes).map_err(|e| match e {
         Error::Parse { message, .. } => Error::Parse {
             path: source.into(),
             message,
         },
         e => e,
     })?;
-    bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
     let dims: HashMap<String, Vec<usize>> = opts
         .input_dims
         .iter()
         .filter(|(n, _)| !opts.constant_inputs.iter().any(|(b, _)| b == n))
         .cloned()
         .collect();
-    infer::infer(&mut graph, &dims)?;
+    // Load and infer; an If whose condition turned out constant is replaced by its
+    // taken branch and the model loaded again (nested Ifs one level per round).
+    let mut graph = loop {
+        let mut graph = load::load_proto(&model)?;
+        bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
+        match infer::infer(&mut graph, &dims) {
+            Ok(()) => break graph,
+            Err(Error::InlineBranch { node_index, then }) => {
+                load::inline_branch(&mut model, node_index, then)?;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     passes::run(&mut graph)?;
     let mut program = lower::lower(&graph)?;
     if opts.target == Target::Cuda {

@@ -29,6 +29,10 @@ pub enum Error {
     },
     #[error("input `{input}`: {message}")]
     Input { input: String, message: String },
+    /// Inference met an `If` whose condition is constant; `compile` inlines the taken
+    /// branch and starts again, so a caller of `compile` never sees this.
+    #[error("node #{node_index} (If): its condition is constant; inline the {} branch", if *.then { "then" } else { "else" })]
+    InlineBranch { node_index: usize, then: bool },
     #[error("invalid option: {0}")]
     Options(String),
     #[error("memory plan: {0}")]

@@ -30,6 +30,18 @@ pub fn check_elements(shape: &[usize]) -> Result<usize, String> {
     }
 }
 
+/// An `If` whose condition is now constant: the error that asks compile to inline it.
+fn constant_if(graph: &Graph, index: usize) -> Option<Error> {
+    let node = &graph.nodes[index];
+    let op = node.op.downcast::<crate::ops::control::If>()?;
+    let cx = InferCx { graph, node };
+    let then = op.branch(&cx).ok()?;
+    Some(Error::InlineBranch {
+        node_index: op.node_index,
+        then,
+    })
+}
+
 /// Runs inference over the whole graph. `input_dims` gives full shapes for graph inputs
 /// (required for every input with a symbolic dimension).
 pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Result<(), Error> {
@@ -60,6 +72,9 @@ pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Res
         graph.value_mut(input.value).shape = Some(shape);
     }
     for index in 0..graph.nodes.len() {
+        if let Some(cond) = constant_if(graph, index) {
+            return Err(cond);
+        }
         infer_node(graph, index).map_err(|message| {
             let node = &graph.nodes[index];
             Error::Node {

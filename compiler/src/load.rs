@@ -34,6 +34,11 @@ pub fn load_file(path: &Path) -> Result<Graph, Error> {
 
 /// Parses a serialized `ModelProto`.
 pub fn load_bytes(bytes: &[u8]) -> Result<Graph, Error> {
+    load_proto(&parse_model(bytes)?)
+}
+
+/// Decodes a serialized `ModelProto`, which must hold a graph.
+pub fn parse_model(bytes: &[u8]) -> Result<ModelProto, Error> {
     let model = ModelProto::parse_from_bytes(bytes).map_err(|e| Error::Parse {
         path: Default::default(),
         message: e.to_string(),
@@ -44,7 +49,55 @@ pub fn load_bytes(bytes: &[u8]) -> Result<Graph, Error> {
             message: "the file holds no graph (is it an ONNX model?)".into(),
         });
     }
-    Loader::new(&model)?.load()
+    Ok(model)
+}
+
+/// Builds the graph of a decoded model.
+pub fn load_proto(model: &ModelProto) -> Result<Graph, Error> {
+    Loader::new(model)?.load()
+}
+
+/// Replaces node `index` of the main graph (an `If`) by the nodes of its
+/// `then_branch` (or `else_branch`): the branch's initializers join the graph's, and
+/// each branch output is copied to the `If`'s output by an Identity node. Nested `If`s
+/// come along as nodes and are inlined in turn.
+pub fn inline_branch(model: &mut ModelProto, index: usize, then: bool) -> Result<(), Error> {
+    let graph = model.graph.mut_or_insert_default();
+    let node = graph
+        .node
+        .get(index)
+        .cloned()
+        .ok_or_else(|| Error::Model(format!("no node #{index} to inline")))?;
+    let which = if then { "then_branch" } else { "else_branch" };
+    let branch = node
+        .attribute
+        .iter()
+        .find(|a| a.name == which)
+        .and_then(|a| a.g.as_ref())
+        .ok_or_else(|| Error::Model(format!("If node #{index} has no `{which}` graph")))?
+        .clone();
+    if branch.output.len() != node.output.len() {
+        return Err(Error::Model(format!(
+            "If node #{index}: `{which}` has {} outputs, the node {}",
+            branch.output.len(),
+            node.output.len()
+        )));
+    }
+    let mut nodes = branch.node.clone();
+    for (k, (out, bout)) in node.output.iter().zip(&branch.output).enumerate() {
+        if out.is_empty() {
+            continue;
+        }
+        let mut id = NodeProto::new();
+        id.op_type = "Identity".into();
+        id.name = format!("{}/{which}/out{k}", node.name);
+        id.input.push(bout.name.clone());
+        id.output.push(out.clone());
+        nodes.push(id);
+    }
+    graph.initializer.extend(branch.initializer.iter().cloned());
+    graph.node.splice(index..=index, nodes);
+    Ok(())
 }
 
 struct Loader<'m> {
@@ -104,7 +157,7 @@ impl<'m> Loader<'m> {
             } else {
                 node.name.clone()
             };
-            let op = parse_op(node, self.opset).map_err(|message| Error::Node {
+            let op = parse_op(node, index, self.opset).map_err(|message| Error::Node {
                 node: name.clone(),
                 op: node.op_type.clone(),
                 opset: self.opset,
@@ -407,7 +460,7 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
 }
 
 /// Parses a node's operator through its registry declaration.
-fn parse_op(node: &NodeProto, opset: i64) -> Result<Op, String> {
+fn parse_op(node: &NodeProto, index: usize, opset: i64) -> Result<Op, String> {
     let def = crate::ops::find(&node.op_type)
         .ok_or_else(|| format!("operator `{}` is not supported", node.op_type))?;
     (def.parse)(&ParseCx {
@@ -415,5 +468,6 @@ fn parse_op(node: &NodeProto, opset: i64) -> Result<Op, String> {
         opset,
         op_type: &node.op_type,
         n_inputs: node.input.len(),
+        node_index: index,
     })
 }

@@ -21,6 +21,7 @@ use crate::tensor::{DType, Tensor};
 
 pub mod attention;
 pub mod attrs;
+pub mod control;
 pub mod conv;
 pub mod conv_nd;
 pub mod elementwise;
@@ -165,6 +166,8 @@ pub struct ParseCx<'a> {
     pub opset: i64,
     pub op_type: &'a str,
     pub n_inputs: usize,
+    /// The node's position in the model's node list (`If` inlines by it).
+    pub node_index: usize,
 }
 
 /// One supported operator: everything the rest of the compiler derives from.
@@ -199,6 +202,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     recurrent::OPS,
     loss::OPS,
     misc::OPS,
+    control::OPS,
 ];
 
 /// The declaration of `op_type` in the default domain.

@@ -189,8 +189,16 @@ fn status(case: &Value, dir: &Path, module: &str, out: &Path) -> Result<Compiled
                 let Some(j) = bind else {
                     return Err(unsupported(&text));
                 };
-                let value = kiln_compiler::npy::read(&dir.join(format!("input_{j}.npy")))
+                let mut value = kiln_compiler::npy::read(&dir.join(format!("input_{j}.npy")))
                     .map_err(|e| unsupported(&one_line(&e.to_string())))?;
+                // NumPy has no bfloat16: the script stores its bits as uint16.
+                if inputs[j]["onnx_type"].as_str() == Some("BFLOAT16")
+                    && let Some(bits) = value.values::<u16>()
+                {
+                    let v: Vec<half::bf16> =
+                        bits.iter().map(|&b| half::bf16::from_bits(b)).collect();
+                    value = kiln_compiler::tensor::Tensor::from_vec(value.shape.clone(), v);
+                }
                 opts.constant_inputs.push((io_name(&inputs[j]), value));
             }
         }

@@ -72,7 +72,12 @@ impl Operator for Reduce {
         self.name
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        cx.check_type(0, Types::Numeric)?;
+        // Max and Min also take bool (opset 20: any and all).
+        let types = match self.op {
+            tp::ReduceOp::Max | tp::ReduceOp::Min => Types::All,
+            _ => Types::Numeric,
+        };
+        cx.check_type(0, types)?;
         Ok(vec![Fact::new(cx.dtype(0)?, self.params(cx)?.1)])
     }
     fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
@@ -100,15 +105,15 @@ impl Operator for Reduce {
     impl_as_any!();
 }
 
-/// Declares reductions: `"Name" ReduceOp since_axes_input;` — the opset from which the
-/// axes are input 1 instead of an attribute.
+/// Declares reductions: `"Name" ReduceOp since_axes_input Types;` — the opset from
+/// which the axes are input 1 instead of an attribute, and the element types.
 macro_rules! reduce_ops {
-    ($($name:literal $op:ident $axes_input:literal;)*) => {
+    ($($name:literal $op:ident $axes_input:literal $types:ident;)*) => {
         pub const OPS: &[OpDef] = &[
             $(OpDef {
                 name: $name,
                 since: 1,
-                types: Types::Numeric,
+                types: Types::$types,
                 cuda: false,
                 parse: |cx| reduce(cx, $name, tp::ReduceOp::$op, $axes_input),
             },)*
@@ -124,16 +129,16 @@ macro_rules! reduce_ops {
 }
 
 reduce_ops! {
-    "ReduceSum" Sum 13;
-    "ReduceMean" Mean 18;
-    "ReduceMax" Max 18;
-    "ReduceMin" Min 18;
-    "ReduceProd" Prod 18;
-    "ReduceL1" L1 18;
-    "ReduceL2" L2 18;
-    "ReduceLogSum" LogSum 18;
-    "ReduceLogSumExp" LogSumExp 18;
-    "ReduceSumSquare" SumSquare 18;
+    "ReduceSum" Sum 13 Numeric;
+    "ReduceMean" Mean 18 Numeric;
+    "ReduceMax" Max 18 All;
+    "ReduceMin" Min 18 All;
+    "ReduceProd" Prod 18 Numeric;
+    "ReduceL1" L1 18 Numeric;
+    "ReduceL2" L2 18 Numeric;
+    "ReduceLogSum" LogSum 18 Numeric;
+    "ReduceLogSumExp" LogSumExp 18 Numeric;
+    "ReduceSumSquare" SumSquare 18 Numeric;
 }
 
 fn reduce(cx: &ParseCx, name: &'static str, op: tp::ReduceOp, axes_input: i64) -> R<super::Op> {

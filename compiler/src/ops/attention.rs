@@ -378,10 +378,7 @@ impl Operator for Attention {
         Ok(Some(tensors))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let pl = self.plan(&infer)?;
         let mut p = pl.p;
         let named = |j: usize| {

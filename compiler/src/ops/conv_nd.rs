@@ -589,10 +589,7 @@ impl Operator for MaxUnpool {
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let d = cx.dtype(0)?;
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let (inferred, out) = self.shapes(&icx)?;
         let mut p = tp::MaxUnpool {
             rank: out.len(),
@@ -710,10 +707,7 @@ impl Operator for DeformConv {
         Ok(vec![Fact::new(d, out)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let (_, p) = self.params(&icx)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, normalize_axis};
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, fixed, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -18,15 +18,6 @@ fn index_type(cx: &InferCx, i: usize) -> R<DType> {
             "indices have element type {d}, expected int32 or int64"
         )),
     }
-}
-
-fn fixed<const N: usize>(s: &[usize]) -> R<[usize; N]> {
-    if s.len() > N {
-        return Err(format!("rank {} exceeds the supported {N}", s.len()));
-    }
-    let mut a = [1; N];
-    a[..s.len()].copy_from_slice(s);
-    Ok(a)
 }
 
 /// `Gather(data, indices)` along `axis`.
@@ -72,10 +63,7 @@ impl Operator for Gather {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let (d, di) = (cx.dtype(0)?, cx.dtype(1)?);
         let inputs = cx.operands()?;
@@ -137,8 +125,8 @@ impl Elements {
             Elements::Gather { axis } => {
                 let p = tp::GatherElements {
                     rank,
-                    data_shape: fixed(ds)?,
-                    idx_shape: fixed(is)?,
+                    data_shape: fixed(ds, 1)?,
+                    idx_shape: fixed(is, 1)?,
                     axis: normalize_axis(*axis, rank)?,
                 };
                 TypedCall::new("gather_elements", vec![d, di], &p).inputs(vec![d, di])
@@ -146,8 +134,8 @@ impl Elements {
             Elements::Scatter { axis, reduction } => {
                 let p = tp::ScatterElements {
                     rank,
-                    data_shape: fixed(ds)?,
-                    idx_shape: fixed(is)?,
+                    data_shape: fixed(ds, 1)?,
+                    idx_shape: fixed(is, 1)?,
                     axis: normalize_axis(*axis, rank)?,
                     reduction: *reduction,
                 };
@@ -157,18 +145,18 @@ impl Elements {
                 let p = tp::GatherNd {
                     batch_dims: *batch_dims,
                     data_rank: rank,
-                    data_shape: fixed(ds)?,
+                    data_shape: fixed(ds, 1)?,
                     idx_rank: is.len(),
-                    idx_shape: fixed(is)?,
+                    idx_shape: fixed(is, 1)?,
                 };
                 TypedCall::new("gather_nd", vec![d], &p).inputs(vec![d, DType::I64])
             }
             Elements::ScatterNd { reduction } => {
                 let p = tp::ScatterNd {
                     data_rank: rank,
-                    data_shape: fixed(ds)?,
+                    data_shape: fixed(ds, 1)?,
                     idx_rank: is.len(),
-                    idx_shape: fixed(is)?,
+                    idx_shape: fixed(is, 1)?,
                     reduction: *reduction,
                 };
                 TypedCall::new("scatter_nd", vec![d], &p).inputs(vec![d, DType::I64, d])
@@ -198,10 +186,7 @@ impl Operator for Elements {
         Ok(vec![Fact::new(cx.dtype(0)?, self.out_shape(cx)?)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let call = self.call(&infer)?;
         let inputs = cx.operands()?;
         cx.typed(call, inputs, 0)?;
@@ -250,10 +235,7 @@ impl Operator for OneHot {
         Ok(vec![Fact::new(cx.dtype(2)?, self.params(cx)?.1)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let (di, d) = (cx.dtype(0)?, cx.dtype(2)?);
         let inputs = vec![cx.operand(0)?, cx.operand(2)?];
@@ -305,10 +287,7 @@ impl Operator for ArgReduce {
         Ok(vec![Fact::new(DType::I64, self.params(cx)?.1)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
@@ -356,10 +335,7 @@ impl Operator for CumSum {
         Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
@@ -423,10 +399,7 @@ impl Operator for TopK {
         ])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, shape) = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let n = shape.iter().product();

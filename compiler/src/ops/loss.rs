@@ -155,10 +155,7 @@ impl Operator for Loss {
     }
 
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, shape) = self.params(&infer)?;
         let (d, di) = self.types(&infer)?;
         let log_prob = self.log_prob(infer.n_outputs());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, dispatch_dtype, impl_as_any};
@@ -23,15 +23,6 @@ fn values<T: Scalar>(t: &Tensor) -> R<&[T]> {
     })
 }
 
-fn fixed<const N: usize>(s: &[usize]) -> R<[usize; N]> {
-    if s.len() > N {
-        return Err(format!("rank {} exceeds the supported {N}", s.len()));
-    }
-    let mut a = [1; N];
-    a[..s.len()].copy_from_slice(s);
-    Ok(a)
-}
-
 fn index_type(cx: &InferCx, i: usize, what: &str) -> R<DType> {
     match cx.dtype(i)? {
         d @ (DType::I32 | DType::I64) => Ok(d),
@@ -43,10 +34,7 @@ fn index_type(cx: &InferCx, i: usize, what: &str) -> R<DType> {
 
 /// The InferCx of a lowering (parameters are computed once, from the facts).
 fn infer_of<'g>(cx: &LowerCx<'_, 'g>) -> InferCx<'g> {
-    InferCx {
-        graph: cx.graph(),
-        node: cx.node,
-    }
+    cx.infer_cx()
 }
 
 // ---------------------------------------------------------------------------------
@@ -417,7 +405,7 @@ impl ReverseSequence {
         }
         Ok(tp::ReverseSequence {
             rank: s.len(),
-            shape: fixed(s)?,
+            shape: fixed(s, 1)?,
             batch_axis: b,
             time_axis: t,
         })

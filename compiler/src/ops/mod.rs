@@ -371,6 +371,15 @@ impl<'a, 'g> LowerCx<'a, 'g> {
         self.l.graph
     }
 
+    /// Inference's view of this node, for lowering code that recomputes what `infer`
+    /// derived (the kernel's parameters).
+    pub fn infer_cx(&self) -> InferCx<'g> {
+        InferCx {
+            graph: self.l.graph,
+            node: self.node,
+        }
+    }
+
     pub fn opset(&self) -> i64 {
         self.l.graph.opset
     }
@@ -553,6 +562,16 @@ pub fn normalize_axis(axis: i64, rank: usize) -> R<usize> {
     } else {
         Ok(a as usize)
     }
+}
+
+/// `s` in a fixed array of `N` (a kernel parameter), the unused tail set to `fill`.
+pub fn fixed<const N: usize>(s: &[usize], fill: usize) -> R<[usize; N]> {
+    if s.len() > N {
+        return Err(format!("rank {} exceeds the supported {N}", s.len()));
+    }
+    let mut a = [fill; N];
+    a[..s.len()].copy_from_slice(s);
+    Ok(a)
 }
 
 /// NumPy broadcasting of several shapes.

@@ -713,10 +713,7 @@ impl Operator for RotaryEmbedding {
         Ok(Some(vec![Tensor::new(x.shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let inputs = cx.operands()?;

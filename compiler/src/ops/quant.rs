@@ -211,10 +211,7 @@ impl Operator for QuantizeLinear {
         Ok(Some(vec![Tensor::new(x.shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let p = self.params(&icx)?;
         let q = self.out_type(&icx)?;
         let (xd, sd) = (cx.dtype(0)?, cx.dtype(1)?);
@@ -311,10 +308,7 @@ impl Operator for DequantizeLinear {
         Ok(Some(vec![Tensor::new(x.shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let p = self.params(&icx)?;
         let y = self.out_type(&icx)?;
         let (xd, sd) = (cx.dtype(0)?, cx.dtype(1)?);
@@ -491,10 +485,7 @@ impl Operator for MatMulInteger {
         )])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let p = qmatmul_params(&icx, 0, 1, [None, Some(2), None, Some(3)])?;
         let (ad, bd) = (cx.dtype(0)?, cx.dtype(1)?);
         let a = cx.operand(0)?;
@@ -545,10 +536,7 @@ impl Operator for QLinearMatMul {
         )])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let p = qmatmul_params(&icx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
         let (ad, sd, bd, yd) = (cx.dtype(0)?, cx.dtype(1)?, cx.dtype(3)?, cx.dtype(7)?);
         let inputs = cx.operands()?;
@@ -609,10 +597,7 @@ impl Operator for ConvInteger {
         Ok(vec![Fact::new(DType::I32, out)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let (_, p) = self.params(&icx)?;
         let (xd, wd) = (cx.dtype(0)?, cx.dtype(1)?);
         let x = cx.operand(0)?;
@@ -688,10 +673,7 @@ impl Operator for QLinearConv {
         Ok(vec![Fact::new(cx.dtype(7)?, out)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let icx = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let icx = cx.infer_cx();
         let (_, p) = self.params(&icx)?;
         let (xd, wd, yd) = (cx.dtype(0)?, cx.dtype(3)?, cx.dtype(7)?);
         let mut inputs = Vec::new();

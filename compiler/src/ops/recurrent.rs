@@ -493,10 +493,7 @@ impl Operator for Recurrent {
     }
 
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let d = self.dims(&infer)?;
         let dt = cx.dtype(0)?;
         let (call, scratch) = self.call(&d, dt);

@@ -92,10 +92,7 @@ impl Operator for Reduce {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;

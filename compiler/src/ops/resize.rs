@@ -8,19 +8,10 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
-
-fn fixed<const N: usize>(s: &[usize], fill: usize) -> R<[usize; N]> {
-    if s.len() > N {
-        return Err(format!("rank {} exceeds the supported {N}", s.len()));
-    }
-    let mut a = [fill; N];
-    a[..s.len()].copy_from_slice(s);
-    Ok(a)
-}
 
 /// Normalised, distinct axes.
 fn axes_of(axes: &[i64], rank: usize) -> R<Vec<usize>> {
@@ -454,10 +445,7 @@ impl Operator for Resize {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, idx, w, _) = self.plan(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
@@ -646,10 +634,7 @@ impl Operator for GridSample {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let (d, dg) = (cx.dtype(0)?, cx.dtype(1)?);
         let inputs = vec![cx.operand(0)?, cx.operand(1)?];
@@ -752,10 +737,7 @@ impl Operator for AffineGrid {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let t = cx.operand(0)?;
@@ -835,10 +817,7 @@ impl Operator for CenterCropPad {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
@@ -949,10 +928,7 @@ impl Operator for Col2Im {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let (p, _) = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;

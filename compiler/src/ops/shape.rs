@@ -739,10 +739,7 @@ impl Operator for Movement {
         Ok(Some(outs))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let views = self.views(&infer)?;
         for (j, (_, p)) in views.iter().enumerate() {
             lower_strided(cx, 0, j, p)?;
@@ -833,10 +830,7 @@ impl Operator for Pad {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
@@ -920,10 +914,7 @@ impl Operator for Trilu {
         Ok(Some(vec![Tensor::new(x.shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = InferCx {
-            graph: cx.graph(),
-            node: cx.node,
-        };
+        let infer = cx.infer_cx();
         let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;

@@ -1,5 +1,5 @@
 //! Indexing: Gather, GatherElements, GatherND, ScatterElements, ScatterND, OneHot,
-//! ArgMax/ArgMin and CumSum, on the typed kernels. Indices read at run time are
+//! ArgMax/ArgMin and CumSum/CumProd, on the typed kernels. Indices read at run time are
 //! checked by the kernels (an out-of-range index is an error, not a panic).
 
 use std::sync::Arc;
@@ -298,14 +298,15 @@ impl Operator for ArgReduce {
     impl_as_any!();
 }
 
-/// CumSum along a constant axis.
+/// CumSum and CumProd along a constant axis.
 #[derive(Debug, Clone)]
-pub struct CumSum {
+pub struct Cumulative {
+    pub product: bool,
     pub exclusive: bool,
     pub reverse: bool,
 }
 
-impl CumSum {
+impl Cumulative {
     fn params(&self, cx: &InferCx) -> R<tp::CumSum> {
         let s = cx.shape(0)?;
         let axis = cx
@@ -323,23 +324,46 @@ impl CumSum {
             reverse: self.reverse,
         })
     }
+
+    /// Parses either operator's attributes.
+    pub fn parse(cx: &super::ParseCx, product: bool) -> R<super::Op> {
+        Ok(Arc::new(Cumulative {
+            product,
+            exclusive: cx.attrs.flag("exclusive")?,
+            reverse: cx.attrs.flag("reverse")?,
+        }))
+    }
 }
 
-impl Operator for CumSum {
+impl Operator for Cumulative {
     fn name(&self) -> &'static str {
-        "CumSum"
+        if self.product { "CumProd" } else { "CumSum" }
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         cx.check_type(0, Types::Numeric)?;
         self.params(cx)?;
         Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
     }
+    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+        let p = self.params(cx)?;
+        let x = cx.constant(0, "input")?;
+        let data = dispatch_data!(&x.data, v: T => {
+            let mut out = vec![T::default(); v.len()];
+            if self.product {
+                typed::cumprod(&p, v, &mut out);
+            } else {
+                typed::cumsum(&p, v, &mut out);
+            }
+            T::wrap(out)
+        });
+        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
+    }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = cx.infer_cx();
-        let p = self.params(&infer)?;
+        let p = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
-        cx.typed(TypedCall::new("cumsum", vec![d], &p), vec![x], 0)?;
+        let func = if self.product { "cumprod" } else { "cumsum" };
+        cx.typed(TypedCall::new(func, vec![d], &p), vec![x], 0)?;
         Ok(())
     }
     impl_as_any!();
@@ -535,11 +559,6 @@ pub const OPS: &[OpDef] = &[
         since: 11,
         types: Types::Numeric,
         cuda: false,
-        parse: |cx| {
-            Ok(Arc::new(CumSum {
-                exclusive: cx.attrs.flag("exclusive")?,
-                reverse: cx.attrs.flag("reverse")?,
-            }))
-        },
+        parse: |cx| Cumulative::parse(cx, false),
     },
 ];

@@ -1,5 +1,6 @@
 //! Single operators of no larger family, on the kernels of `typed::misc`: Einsum,
-//! CumProd, BitCast, ReverseSequence, Det, TensorScatter, SwiGLU, and the deprecated
+//! CumProd (the CumSum operator of `index`, with a product), BitCast,
+//! ReverseSequence, Det, TensorScatter, SwiGLU, and the deprecated
 //! Scatter (ScatterElements under its opset 9–10 name).
 
 use std::collections::BTreeMap;
@@ -33,10 +34,6 @@ fn index_type(cx: &InferCx, i: usize, what: &str) -> R<DType> {
 }
 
 /// The InferCx of a lowering (parameters are computed once, from the facts).
-fn infer_of<'g>(cx: &LowerCx<'_, 'g>) -> InferCx<'g> {
-    cx.infer_cx()
-}
-
 // ---------------------------------------------------------------------------------
 // Einsum
 
@@ -269,64 +266,6 @@ impl Operator for Einsum {
 }
 
 // ---------------------------------------------------------------------------------
-// CumProd
-
-#[derive(Debug, Clone)]
-pub struct CumProd {
-    pub exclusive: bool,
-    pub reverse: bool,
-}
-
-impl CumProd {
-    fn params(&self, cx: &InferCx) -> R<tp::CumSum> {
-        let s = cx.shape(0)?;
-        let axis = cx
-            .constant(1, "axis")?
-            .as_i64()
-            .first()
-            .copied()
-            .ok_or("axis is empty")?;
-        let a = normalize_axis(axis, s.len())?;
-        Ok(tp::CumSum {
-            outer: s[..a].iter().product(),
-            len: s[a],
-            inner: s[a + 1..].iter().product(),
-            exclusive: self.exclusive,
-            reverse: self.reverse,
-        })
-    }
-}
-
-impl Operator for CumProd {
-    fn name(&self) -> &'static str {
-        "CumProd"
-    }
-    fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        cx.check_type(0, Types::Numeric)?;
-        self.params(cx)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
-    }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
-        let p = self.params(cx)?;
-        let x = cx.constant(0, "input")?;
-        let data = dispatch_data!(&x.data, v: T => {
-            let mut out = vec![T::default(); v.len()];
-            typed::cumprod(&p, v, &mut out);
-            T::wrap(out)
-        });
-        Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
-    }
-    fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let p = self.params(&infer_of(cx))?;
-        let d = cx.dtype(0)?;
-        let x = cx.operand(0)?;
-        cx.typed(TypedCall::new("cumprod", vec![d], &p), vec![x], 0)?;
-        Ok(())
-    }
-    impl_as_any!();
-}
-
-// ---------------------------------------------------------------------------------
 // BitCast
 
 #[derive(Debug, Clone)]
@@ -433,7 +372,7 @@ impl Operator for ReverseSequence {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let p = self.params(&infer_of(cx))?;
+        let p = self.params(&cx.infer_cx())?;
         let (d, di) = (cx.dtype(0)?, cx.dtype(1)?);
         let inputs = cx.operands()?;
         let call = TypedCall::new("reverse_sequence", vec![d, di], &p)
@@ -490,7 +429,7 @@ impl Operator for Det {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let (p, _) = self.params(&infer_of(cx))?;
+        let (p, _) = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         let call = TypedCall::new("det", vec![d], &p).inputs(vec![d]);
@@ -587,7 +526,7 @@ impl Operator for TensorScatter {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let p = self.params(&infer_of(cx))?;
+        let p = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let mut inputs = vec![cx.operand(0)?, cx.operand(1)?];
         let di = if cx.opt(2).is_some() {
@@ -743,7 +682,7 @@ impl Operator for Dft {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let (p, _) = self.params(&infer_of(cx))?;
+        let (p, _) = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         cx.typed(
@@ -857,7 +796,7 @@ impl Operator for Stft {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let (p, _) = self.params(&infer_of(cx))?;
+        let (p, _) = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         let w = if cx.opt(2).is_some() {
@@ -918,7 +857,7 @@ impl Operator for WindowOp {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let p = self.params(&infer_of(cx))?;
+        let p = self.params(&cx.infer_cx())?;
         cx.typed(TypedCall::new("window", vec![self.dtype], &p), vec![], 0)?;
         Ok(())
     }
@@ -982,7 +921,7 @@ impl Operator for MelWeightMatrix {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let p = self.params(&infer_of(cx))?;
+        let p = self.params(&cx.infer_cx())?;
         let call = TypedCall::new("mel_weight_matrix", vec![self.dtype], &p).fallible();
         cx.typed(call, vec![], 0)?;
         Ok(())
@@ -1042,12 +981,8 @@ pub const OPS: &[OpDef] = &[
         since: 26,
         types: Types::Numeric,
         cuda: false,
-        parse: |cx| {
-            Ok(Arc::new(CumProd {
-                exclusive: cx.attrs.flag("exclusive")?,
-                reverse: cx.attrs.flag("reverse")?,
-            }))
-        },
+        // The same operator as CumSum, with a product (ops/index.rs).
+        parse: |cx| super::index::Cumulative::parse(cx, true),
     },
     OpDef {
         name: "BitCast",

@@ -338,14 +338,14 @@ fn bind_constant_inputs(
                 .dims
                 .iter()
                 .zip(&t.shape)
-                .all(|(d, &s)| !matches!(d, crate::ir::Dim::Fixed(f) if *f != s));
+                .all(|(d, &s)| d.known().is_none_or(|f| f == s as i64));
         if !fits && !input.dims.is_empty() {
             return Err(err(format!(
                 "the bound value has shape {:?}, which the declared dims do not allow",
                 t.shape
             )));
         }
-        v.shape = Some(t.shape.clone());
+        v.set_dims(crate::dim::dims_of(&t.shape));
         v.constant = Some(t.clone());
     }
     Ok(())

@@ -8,9 +8,10 @@
 
 use std::collections::HashMap;
 
+use crate::dim::{fixed_shape, fmt_dims};
 use crate::error::Error;
 use crate::ir::*;
-use crate::ops::{InferCx, foldable};
+use crate::ops::{FixedFact, InferCx, foldable};
 
 /// The most elements one tensor may have (64 GiB of float32). Larger shapes only come
 /// from malformed models or `--input` typos, and would overflow size arithmetic later.
@@ -69,7 +70,9 @@ pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Res
             input: name.clone(),
             message,
         })?;
-        graph.value_mut(input.value).shape = Some(shape);
+        graph
+            .value_mut(input.value)
+            .set_dims(crate::dim::dims_of(&shape));
     }
     for index in 0..graph.nodes.len() {
         if let Some(cond) = constant_if(graph, index) {
@@ -108,8 +111,8 @@ fn resolve_input(
                 )));
             }
             for (i, (d, &g)) in dims.iter().zip(given).enumerate() {
-                if let Dim::Fixed(f) = d
-                    && *f != g
+                if let Some(f) = d.known()
+                    && f != g as i64
                 {
                     return Err(err(format!("dim {i} is fixed to {f} by the model, --input gave {g}")));
                 }
@@ -119,10 +122,10 @@ fn resolve_input(
         None => dims
             .iter()
             .enumerate()
-            .map(|(i, d)| match d {
-                Dim::Fixed(f) => Ok(*f),
-                Dim::Symbolic(s) => Err(err(format!(
-                    "dim {i} is symbolic (`{s}`) in {}; give it with --input {name}=DIMS (for example {})",
+            .map(|(i, d)| match d.to_usize() {
+                Some(f) => Ok(f),
+                None => Err(err(format!(
+                    "dim {i} is symbolic (`{d}`) in {}; give it with --input {name}=DIMS (for example {})",
                     fmt_dims(dims),
                     example_dims(dims)
                 ))),
@@ -131,23 +134,12 @@ fn resolve_input(
     }
 }
 
-fn fmt_dims(dims: &[Dim]) -> String {
-    let parts: Vec<String> = dims
-        .iter()
-        .map(|d| match d {
-            Dim::Fixed(f) => f.to_string(),
-            Dim::Symbolic(s) => s.clone(),
-        })
-        .collect();
-    format!("[{}]", parts.join(", "))
-}
-
 fn example_dims(dims: &[Dim]) -> String {
     let parts: Vec<String> = dims
         .iter()
-        .map(|d| match d {
-            Dim::Fixed(f) => f.to_string(),
-            Dim::Symbolic(_) => "1".into(),
+        .map(|d| match d.to_usize() {
+            Some(f) => f.to_string(),
+            None => "1".into(),
         })
         .collect();
     parts.join("x")
@@ -159,7 +151,7 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
     let node = &graph.nodes[index];
     for (i, v) in node.inputs.iter().enumerate() {
         if let Some(v) = v
-            && graph.value(*v).shape.is_none()
+            && graph.value(*v).dims.is_none()
         {
             return Err(format!(
                 "input {i} (`{}`) has no known shape",
@@ -169,9 +161,22 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
     }
     let cx = InferCx { graph, node };
     let mut outs = node.op.infer(&cx)?;
+    // Sizes are checked where they are known (symbolic ones at their range's bounds,
+    // by the dynamic-shapes planner).
+    let fixed: Option<Vec<FixedFact>> = outs
+        .iter()
+        .map(|o| {
+            Some(FixedFact {
+                dtype: o.dtype,
+                shape: fixed_shape(&o.shape)?,
+            })
+        })
+        .collect();
     for (out, id) in outs.iter().zip(&node.outputs) {
-        check_elements(&out.shape)
-            .map_err(|m| format!("output `{}`: {m}", graph.value(*id).name))?;
+        if let Some(shape) = fixed_shape(&out.shape) {
+            check_elements(&shape)
+                .map_err(|m| format!("output `{}`: {m}", graph.value(*id).name))?;
+        }
     }
     // Fold: every input constant and every result small enough to compute now.
     let all_const = node
@@ -181,14 +186,15 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
         .all(|&v| graph.value(v).constant.is_some());
     if all_const
         && outs.iter().any(|o| o.constant.is_none())
-        && outs.iter().all(|o| foldable(&o.shape))
-        && let Some(values) = node.op.eval(&cx, &outs)?
+        && let Some(fixed) = fixed
+        && fixed.iter().all(|o| foldable(&o.shape))
+        && let Some(values) = node.op.eval(&cx, &fixed)?
     {
-        for (o, t) in outs.iter_mut().zip(values) {
-            if t.shape != o.shape || t.dtype != o.dtype {
+        for ((o, f), t) in outs.iter_mut().zip(&fixed).zip(values) {
+            if t.shape != f.shape || t.dtype != o.dtype {
                 return Err(format!(
                     "constant evaluation gave {} {:?}, inference {} {:?} (a Kiln bug)",
-                    t.dtype, t.shape, o.dtype, o.shape
+                    t.dtype, t.shape, o.dtype, f.shape
                 ));
             }
             o.constant = Some(t);
@@ -208,7 +214,7 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
     for (out, id) in outs.into_iter().zip(outputs) {
         let v = graph.value_mut(id);
         v.dtype = out.dtype;
-        v.shape = Some(out.shape);
+        v.set_dims(out.shape);
         v.constant = out.constant;
     }
     Ok(())

@@ -29,25 +29,57 @@ define_index!(
 pub use crate::ops::Op;
 pub use crate::tensor::{DType, Data, Tensor};
 
-/// A dimension of a graph input as declared in the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dim {
-    Fixed(usize),
-    Symbolic(String),
-}
+pub use crate::dim::Dim;
 
 /// A tensor in the graph.
 #[derive(Debug, Clone)]
 pub struct Value {
     pub name: String,
     pub dtype: DType,
-    /// Static shape; `None` until shape inference has run.
+    /// The dims inference found, symbols included; `None` until it has run. Change
+    /// through [`Value::set_dims`], which keeps `shape` in step.
+    pub dims: Option<Vec<Dim>>,
+    /// The fixed shape, set when every dim is known (what lowering needs).
     pub shape: Option<Vec<usize>>,
     /// Set for weights and folded constants.
     pub constant: Option<Tensor>,
 }
 
 impl Value {
+    /// A value whose shape inference has yet to find.
+    pub fn unknown(name: String, dtype: DType) -> Value {
+        Value {
+            name,
+            dtype,
+            dims: None,
+            shape: None,
+            constant: None,
+        }
+    }
+
+    /// A weight or folded constant.
+    pub fn constant(name: String, t: Tensor) -> Value {
+        Value {
+            name,
+            dtype: t.dtype,
+            dims: Some(crate::dim::dims_of(&t.shape)),
+            shape: Some(t.shape.clone()),
+            constant: Some(t),
+        }
+    }
+
+    /// Sets the dims, and the fixed shape when every dim is known.
+    pub fn set_dims(&mut self, dims: Vec<Dim>) {
+        self.shape = crate::dim::fixed_shape(&dims);
+        self.dims = Some(dims);
+    }
+
+    /// The dims, symbols included (empty before inference).
+    pub fn dims(&self) -> &[Dim] {
+        self.dims.as_deref().unwrap_or(&[])
+    }
+
+    /// The fixed shape (empty before inference or while a dim is symbolic).
     pub fn shape(&self) -> &[usize] {
         self.shape.as_deref().unwrap_or(&[])
     }

@@ -6,9 +6,13 @@
 //! driven by [`compile()`], the single entry point the CLI, the build.rs [`Builder`] and
 //! `include_model!` share.
 
+// Unsafe code lives only in kiln-runtime (each block with a `SAFETY:` comment).
+#![forbid(unsafe_code)]
+
 pub mod builder;
 pub mod codegen;
 mod compile;
+pub mod dim;
 mod error;
 pub mod in_place;
 pub mod infer;

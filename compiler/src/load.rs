@@ -175,12 +175,7 @@ impl<'m> Loader<'m> {
             for (i, output) in node.output.iter().enumerate() {
                 if output.is_empty() {
                     // An omitted optional output: give it a private name.
-                    outputs.push(self.graph.add_value(Value {
-                        name: format!("{name}:unused{i}"),
-                        dtype: DType::F32,
-                        shape: None,
-                        constant: None,
-                    }));
+                    outputs.push(self.graph.add_value(Value::unknown(format!("{name}:unused{i}"), DType::F32)));
                     continue;
                 }
                 if self.by_name.contains_key(output) {
@@ -221,13 +216,11 @@ impl<'m> Loader<'m> {
         dtype: DType,
         constant: Option<Tensor>,
     ) -> Result<ValueId, Error> {
-        let shape = constant.as_ref().map(|t| t.shape.clone());
-        let id = self.graph.add_value(Value {
-            name: name.to_owned(),
-            dtype,
-            shape,
-            constant,
-        });
+        let value = match constant {
+            Some(t) => Value::constant(name.to_owned(), t),
+            None => Value::unknown(name.to_owned(), dtype),
+        };
+        let id = self.graph.add_value(value);
         if self.by_name.insert(name.to_owned(), id).is_some() {
             return Err(Error::Model(format!("value `{name}` is defined twice")));
         }
@@ -371,14 +364,14 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
         .iter()
         .map(|d| {
             if d.has_dim_value() && d.dim_value() >= 0 {
-                Dim::Fixed(d.dim_value() as usize)
+                Dim::from(d.dim_value())
             } else if d.has_dim_param() && !d.dim_param().is_empty() {
-                Dim::Symbolic(d.dim_param().to_owned())
+                Dim::sym(d.dim_param())
             } else if d.has_dim_value() {
                 // Some exporters write -1 for "unknown": show what the model says.
-                Dim::Symbolic(d.dim_value().to_string())
+                Dim::sym(&d.dim_value().to_string())
             } else {
-                Dim::Symbolic("?".into())
+                Dim::sym("?")
             }
         })
         .collect();

@@ -150,18 +150,14 @@ fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
         new_bias[o] = (bias[o] - mean[o]) * f + beta[o];
     }
     let conv_name = graph.nodes[conv_index].name.clone();
-    let w_id = graph.add_value(Value {
-        name: format!("{conv_name}:folded_weight"),
-        dtype: DType::F32,
-        shape: Some(w.shape.clone()),
-        constant: Some(Tensor::f32(w.shape.clone(), wv)),
-    });
-    let b_id = graph.add_value(Value {
-        name: format!("{conv_name}:folded_bias"),
-        dtype: DType::F32,
-        shape: Some(vec![c_out]),
-        constant: Some(Tensor::f32(vec![c_out], new_bias)),
-    });
+    let w_id = graph.add_value(Value::constant(
+        format!("{conv_name}:folded_weight"),
+        Tensor::f32(w.shape.clone(), wv),
+    ));
+    let b_id = graph.add_value(Value::constant(
+        format!("{conv_name}:folded_bias"),
+        Tensor::f32(vec![c_out], new_bias),
+    ));
     let conv = &mut graph.nodes[conv_index];
     conv.inputs = vec![conv.inputs[0], Some(w_id), Some(b_id)];
     conv.outputs = vec![z];
@@ -201,12 +197,10 @@ pub fn batchnorm_to_affine(graph: &mut Graph) {
 
 fn add_vector(graph: &mut Graph, node: &str, what: &str, v: Vec<f32>) -> ValueId {
     let len = v.len();
-    graph.add_value(Value {
-        name: format!("{node}:{what}"),
-        dtype: DType::F32,
-        shape: Some(vec![len]),
-        constant: Some(Tensor::f32(vec![len], v)),
-    })
+    graph.add_value(Value::constant(
+        format!("{node}:{what}"),
+        Tensor::f32(vec![len], v),
+    ))
 }
 
 /// If `node` is `Mul` or `Add` of `y` (rank ≥ 2, channels on axis 1) and a constant
@@ -305,12 +299,10 @@ fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
                     bias[o] += k[o];
                 }
             }
-            let w_id = graph.add_value(Value {
-                name: format!("{name}:folded_weight"),
-                dtype: DType::F32,
-                shape: Some(w.shape.clone()),
-                constant: Some(Tensor::f32(w.shape.clone(), wv)),
-            });
+            let w_id = graph.add_value(Value::constant(
+                format!("{name}:folded_weight"),
+                Tensor::f32(w.shape.clone(), wv),
+            ));
             let b_id = add_vector(graph, &name, "folded_bias", bias);
             let n = &mut graph.nodes[index];
             n.inputs = vec![n.inputs[0], Some(w_id), Some(b_id)];

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -329,7 +329,7 @@ impl Operator for Attention {
         }
         Ok(facts.into_iter().take(cx.n_outputs()).collect())
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let Some(_) = cx.constants() else {
             return Ok(None);
         };

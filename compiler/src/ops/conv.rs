@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::params;
 
 use super::conv_nd;
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
 use crate::lower::{Kernel, Window2d, activation_param};
@@ -70,7 +70,7 @@ impl Operator for Conv {
         let sp = window::resolve(&self.window, &xs[2..], Some(&ws[2..]), false)?;
         Ok(vec![Fact::new(d, vec![xs[0], ws[0], sp.out[0], sp.out[1]])])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         if tuned(cx.dtype(0)?, cx.shape(0)?) || cx.constants().is_none() {
             return Ok(None);
         }

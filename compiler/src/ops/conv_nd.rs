@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
 use crate::ir::{Activation, AutoPad, Window};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -176,7 +176,7 @@ pub(super) fn eval_conv(
     group: usize,
     act: Option<Activation>,
     cx: &InferCx,
-    outs: &[Fact],
+    outs: &[FixedFact],
 ) -> R<Option<Vec<Tensor>>> {
     let (x, wt) = (cx.constant(0, "input")?, cx.constant(1, "weight")?);
     let y = &outs[0].shape;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use kiln_runtime::params as legacy;
 use kiln_runtime::typed::{self, Bool, Elem, params as tp};
 
-use super::{Fact, InferCx, LowerCx, Op, OpDef, Operator, ParseCx, R, Types, broadcast};
+use super::{Fact, FixedFact, InferCx, LowerCx, Op, OpDef, Operator, ParseCx, R, Types, broadcast};
 use crate::lower::{Kernel, Operand, TypedCall, broadcast_params};
 use crate::tensor::{DType, Scalar, Tensor};
 use crate::{dispatch_data, dispatch_dtype, impl_as_any};
@@ -97,7 +97,7 @@ impl Operator for Unary {
         let d = cx.check_type(0, self.types)?;
         Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let p = tp::Unary { op: self.op };
         let data = dispatch_data!(&x.data, v: T => {
@@ -273,7 +273,7 @@ impl Operator for Binary {
         cx.input(1)?;
         Ok(vec![Fact::new(d, broadcast_shape(cx)?)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (a, b) = (cx.constant(0, "A")?, cx.constant(1, "B")?);
         Ok(Some(vec![eval_binary(self.op, a, b, &outs[0].shape)?]))
     }
@@ -355,7 +355,7 @@ impl Operator for Compare {
         cx.input(1)?;
         Ok(vec![Fact::new(DType::Bool, broadcast_shape(cx)?)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (a, b) = (cx.constant(0, "A")?, cx.constant(1, "B")?);
         let shape = &outs[0].shape;
         let bc = typed_broadcast(shape, &[&a.shape, &b.shape])?;
@@ -392,7 +392,7 @@ impl Operator for Pow {
         cx.check_type(1, Types::Numeric)?;
         Ok(vec![Fact::new(d, broadcast_shape(cx)?)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (a, b) = (cx.constant(0, "X")?, cx.constant(1, "Y")?);
         let shape = &outs[0].shape;
         let bc = typed_broadcast(shape, &[&a.shape, &b.shape])?;
@@ -437,7 +437,7 @@ impl Operator for Where {
         }
         Ok(vec![Fact::new(d, broadcast_shape(cx)?)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let c = cx.constant(0, "condition")?;
         let (x, y) = (cx.constant(1, "X")?, cx.constant(2, "Y")?);
         let shape = &outs[0].shape;
@@ -479,7 +479,7 @@ impl Operator for FloatClass {
         cx.check_type(0, Types::Float)?;
         Ok(vec![Fact::new(DType::Bool, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
         let mut out = vec![Bool::default(); x.len()];
         dispatch_data!(&x.data, v: _T => match &self.inf {
@@ -534,7 +534,7 @@ impl Operator for Cast {
         }
         Ok(vec![Fact::new(to, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         // CastLike's second input is only its type: fold even when it is not constant.
         let x = cx.constant(0, "input")?;
         Ok(Some(vec![x.cast(outs[0].dtype)]))
@@ -583,7 +583,7 @@ impl Operator for Clip {
         let d = cx.check_type(0, Types::Numeric)?;
         Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let mut t = x.clone();
         for (k, op) in [(1, B::Max), (2, B::Min)] {
@@ -692,7 +692,7 @@ impl Operator for Variadic {
         let d = same_types(cx, cx.node.inputs.len(), Types::Numeric)?;
         Ok(vec![Fact::new(d, broadcast_shape(cx)?)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let shape = &outs[0].shape;
         let ins = cx.constants().ok_or("inputs are not constant")?;
         let mut acc = ins[0].clone();

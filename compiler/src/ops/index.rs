@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, fixed, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, fixed, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -50,7 +50,7 @@ impl Operator for Gather {
         index_type(cx, 1)?;
         Ok(vec![Fact::new(cx.dtype(0)?, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, i) = (cx.constant(0, "data")?, cx.constant(1, "indices")?);
         let (p, _) = self.params(cx)?;
         let idx = i.as_i64();
@@ -344,7 +344,7 @@ impl Operator for Cumulative {
         self.params(cx)?;
         Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let data = dispatch_data!(&x.data, v: T => {

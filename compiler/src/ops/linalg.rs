@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::params;
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast};
 use crate::ir::Activation;
 use crate::lower::{Kernel, TypedCall, activation_param, broadcast_strides};
 use crate::tensor::{DType, Scalar, Tensor};
@@ -210,7 +210,7 @@ impl Operator for MatMul {
             matmul_shape(cx.shape(0)?, cx.shape(1)?)?,
         )])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (a, b) = (cx.constant(0, "A")?, cx.constant(1, "B")?);
         let y = &outs[0].shape;
         let p = typed_matmul_params(&a.shape, &b.shape, y)?;

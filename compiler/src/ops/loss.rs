@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_dtype, impl_as_any};
@@ -138,7 +138,7 @@ impl Operator for Loss {
         Ok(facts)
     }
 
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (p, _) = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let t = cx.constant(1, "target")?;

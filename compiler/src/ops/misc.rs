@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, dispatch_dtype, impl_as_any};
@@ -240,7 +240,7 @@ impl Operator for Einsum {
         let shapes = cx.inputs().iter().map(|v| v.shape()).collect::<Vec<_>>();
         Ok(vec![Fact::new(d, self.params(&shapes)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let ins = cx.constants().ok_or("Einsum: operands not constant")?;
         let shapes: Vec<&[usize]> = ins.iter().map(|t| t.shape.as_slice()).collect();
         let (p, _) = self.params(&shapes)?;
@@ -290,7 +290,7 @@ impl Operator for BitCast {
         }
         Ok(vec![Fact::new(self.to, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let data = dispatch_data!(&x.data, v: A => {
             dispatch_dtype!(self.to, B => {
@@ -360,7 +360,7 @@ impl Operator for ReverseSequence {
         self.params(cx)?;
         Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let lens = cx.constant(1, "sequence_lens")?.as_i64();
@@ -417,7 +417,7 @@ impl Operator for Det {
         let d = cx.check_type(0, Types::Float)?;
         Ok(vec![Fact::new(d, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (p, _) = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let data = dispatch_data!(&x.data, v: T => {
@@ -512,7 +512,7 @@ impl Operator for TensorScatter {
         self.params(cx)?;
         Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
         let c = cx.constant(0, "past_cache")?;
         let u = cx.constant(1, "update")?;
@@ -570,7 +570,7 @@ impl Operator for SwiGlu {
         }
         Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let a = cx.constant(0, "A")?;
         let b = cx.constant(1, "B")?;
         let p = tp::SwiGlu { alpha: self.alpha };
@@ -670,7 +670,7 @@ impl Operator for Dft {
         let d = cx.check_type(0, Types::Float)?;
         Ok(vec![Fact::new(d, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (p, _) = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let n = outs[0].shape.iter().product();
@@ -779,7 +779,7 @@ impl Operator for Stft {
         }
         Ok(vec![Fact::new(d, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (p, _) = self.params(cx)?;
         let x = cx.constant(0, "signal")?;
         let w = cx.opt_constant(2);
@@ -847,7 +847,7 @@ impl Operator for WindowOp {
         let p = self.params(cx)?;
         Ok(vec![Fact::new(self.dtype, vec![p.size])])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
         let data = dispatch_dtype!(self.dtype, T => {
             let mut out = vec![T::default(); p.size];
@@ -910,7 +910,7 @@ impl Operator for MelWeightMatrix {
             vec![p.dft_length / 2 + 1, p.num_mel_bins],
         )])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
         let n = outs[0].shape.iter().product();
         let data = dispatch_dtype!(self.dtype, T => {

@@ -14,6 +14,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::dim::{Dim, dims_of, fixed_shape, fmt_dims};
 use crate::ir::{Graph, Node, Value, ValueId};
 use crate::lower::{Kernel, Lowering, Operand, TypedCall};
 use crate::plan::BufferId;
@@ -52,8 +53,9 @@ pub trait Operator: fmt::Debug + Send + Sync + Any {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>>;
 
     /// The outputs' values when every input is constant (constant folding), given the
-    /// inferred facts; `None` where the operator is not evaluated at compile time.
-    fn eval(&self, _cx: &InferCx, _outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    /// inferred facts (every dim known); `None` where the operator is not evaluated at
+    /// compile time.
+    fn eval(&self, _cx: &InferCx, _outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         Ok(None)
     }
 
@@ -88,19 +90,49 @@ impl dyn Operator {
     }
 }
 
-/// What inference knows about one value.
+/// What inference knows about one value: its element type, its dims (symbolic where
+/// they depend on an input's symbolic dims) and, for shape-only results, its value.
 #[derive(Debug, Clone)]
 pub struct Fact {
     pub dtype: DType,
-    pub shape: Vec<usize>,
+    pub shape: Vec<Dim>,
     pub constant: Option<Tensor>,
 }
 
+/// Fixed sizes or dims, for [`Fact::new`].
+pub trait IntoDims {
+    fn into_dims(self) -> Vec<Dim>;
+}
+
+impl IntoDims for Vec<Dim> {
+    fn into_dims(self) -> Vec<Dim> {
+        self
+    }
+}
+
+impl IntoDims for &[Dim] {
+    fn into_dims(self) -> Vec<Dim> {
+        self.to_vec()
+    }
+}
+
+impl IntoDims for Vec<usize> {
+    fn into_dims(self) -> Vec<Dim> {
+        dims_of(&self)
+    }
+}
+
+impl IntoDims for &[usize] {
+    fn into_dims(self) -> Vec<Dim> {
+        dims_of(self)
+    }
+}
+
 impl Fact {
-    pub fn new(dtype: DType, shape: Vec<usize>) -> Fact {
+    pub fn new(dtype: DType, shape: impl IntoDims) -> Fact {
         Fact {
             dtype,
-            shape,
+            shape: shape.into_dims(),
             constant: None,
         }
     }
@@ -108,10 +140,23 @@ impl Fact {
     pub fn constant(t: Tensor) -> Fact {
         Fact {
             dtype: t.dtype,
-            shape: t.shape.clone(),
+            shape: dims_of(&t.shape),
             constant: Some(t),
         }
     }
+
+    /// The fixed shape, when every dim is known.
+    pub fn fixed_shape(&self) -> Option<Vec<usize>> {
+        fixed_shape(&self.shape)
+    }
+}
+
+/// An output's type and fixed shape, as constant evaluation sees it (all inputs are
+/// constant there, so every dim is known).
+#[derive(Debug, Clone)]
+pub struct FixedFact {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
 }
 
 /// Which element types an operator accepts, for its declaration and its docs.
@@ -267,8 +312,24 @@ impl<'g> InferCx<'g> {
         self.node.input(i).map(|v| self.graph.value(v))
     }
 
+    /// Operand `i`'s dims, symbols included.
+    pub fn dims(&self, i: usize) -> R<&'g [Dim]> {
+        self.input(i).map(|v| v.dims())
+    }
+
+    /// Operand `i`'s fixed shape, for a rule that needs every dim known (the error
+    /// names the symbolic dims).
     pub fn shape(&self, i: usize) -> R<&'g [usize]> {
-        self.input(i).map(|v| v.shape())
+        let v = self.input(i)?;
+        match &v.shape {
+            Some(s) => Ok(s),
+            None => Err(format!(
+                "input {i} (`{}`) has shape {}: {} needs every dim of it known at compile time",
+                v.name,
+                fmt_dims(v.dims()),
+                self.node.op.name()
+            )),
+        }
     }
 
     pub fn dtype(&self, i: usize) -> R<DType> {
@@ -396,7 +457,7 @@ impl<'a, 'g> LowerCx<'a, 'g> {
     }
 
     pub fn shape(&self, i: usize) -> R<&'g [usize]> {
-        self.input(i).map(|v| v.shape())
+        self.infer_cx().shape(i)
     }
 
     pub fn dtype(&self, i: usize) -> R<DType> {
@@ -572,6 +633,31 @@ pub fn fixed<const N: usize>(s: &[usize], fill: usize) -> R<[usize; N]> {
     let mut a = [fill; N];
     a[..s.len()].copy_from_slice(s);
     Ok(a)
+}
+
+/// NumPy broadcasting of several shapes of dims. A symbolic dim against a known one
+/// other than 1 takes the known one (the symbol must then be 1 or equal at run time);
+/// two different symbols do not broadcast, since neither is known to be 1.
+pub fn broadcast_dims(shapes: &[&[Dim]]) -> R<Vec<Dim>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![Dim::from(1usize); rank];
+    for s in shapes {
+        for (i, d) in s.iter().enumerate() {
+            let o = &mut out[rank - s.len() + i];
+            if o.is(1) || o == d {
+                *o = d.clone();
+            } else if d.is(1) {
+            } else if o.is_known() && !d.is_known() {
+                // `d` must be 1 or `o` at run time; the result is `o`.
+            } else if d.is_known() && !o.is_known() {
+                *o = d.clone();
+            } else {
+                let all: Vec<String> = shapes.iter().map(|s| fmt_dims(s)).collect();
+                return Err(format!("shapes {} do not broadcast", all.join(", ")));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// NumPy broadcasting of several shapes.

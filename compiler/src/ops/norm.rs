@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::params;
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, normalize_axis};
 use crate::ir::Activation;
 use crate::lower::{Kernel, TypedCall, activation_param};
 use crate::tensor::{DType, Scalar, Tensor};
@@ -124,7 +124,7 @@ impl Operator for Softmax {
         normalize_axis(self.axis, xs.len())?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let (outer, len, inner) = self.rows(&x.shape, cx.opset())?;
         let data = dispatch_data!(&x.data, v: T => {

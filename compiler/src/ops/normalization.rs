@@ -16,7 +16,7 @@ use kiln_runtime::typed::{self, params as tp};
 
 use super::elementwise::Unary;
 use super::shape::strided;
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
 use crate::lower::{Kernel, Operand, TypedCall, broadcast_strides};
 use crate::plan::BufferId;
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -238,7 +238,7 @@ impl Operator for LayerNormalization {
             Fact::new(self.stash, stat),
         ])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
         let (a, p) = self.params(&x.shape, cx.opt(2).is_some())?;
         let norm = &x.shape[a..];
@@ -331,7 +331,7 @@ impl Operator for RmsNormalization {
         check_param(cx, 1, "scale", d, &xs[a..])?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
         let (a, outer, len) = rows(&x.shape, self.axis)?;
         let scale = expand_const(cx.constant(1, "scale")?, &x.shape[a..])?;
@@ -429,7 +429,7 @@ impl Operator for GroupNormalization {
         }
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
         let (p, plen) = self.params(&x.shape, cx.opset())?;
         let per_channel = |i: usize, what: &str| -> R<Tensor> {
@@ -501,7 +501,7 @@ impl Operator for LpNormalization {
         self.params(xs)?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let p = self.params(&x.shape)?;
         let data = dispatch_data!(&x.data, v: T => {
@@ -559,7 +559,7 @@ impl Operator for MeanVarianceNormalization {
         self.params(xs)?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
         let p = self.params(&x.shape)?;
         let data = dispatch_data!(&x.data, v: T => {
@@ -691,7 +691,7 @@ impl Operator for RotaryEmbedding {
         self.params(cx)?;
         Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let (cos, sin) = (cx.constant(1, "cos_cache")?, cx.constant(2, "sin_cache")?);

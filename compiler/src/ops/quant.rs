@@ -12,7 +12,7 @@ use std::sync::Arc;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::conv_nd;
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
 use crate::impl_as_any;
 use crate::ir::Window;
 use crate::lower::{Operand, TypedCall, broadcast_strides};
@@ -194,7 +194,7 @@ impl Operator for QuantizeLinear {
         self.params(cx)?;
         Ok(vec![Fact::new(q, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, s) = (cx.constant(0, "x")?, cx.constant(1, "scale")?);
         let p = self.params(cx)?;
         let q = outs[0].dtype;
@@ -287,7 +287,7 @@ impl Operator for DequantizeLinear {
         self.params(cx)?;
         Ok(vec![Fact::new(self.out_type(cx)?, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, s) = (cx.constant(0, "x")?, cx.constant(1, "scale")?);
         let p = self.params(cx)?;
         // Every scale type Kiln has converts to f32 exactly except f64, which the
@@ -337,11 +337,11 @@ impl Operator for DynamicQuantizeLinear {
         let xs = cx.shape(0)?.to_vec();
         Ok(vec![
             Fact::new(DType::U8, xs),
-            Fact::new(d, vec![]),
-            Fact::new(DType::U8, vec![]),
+            Fact::new(d, Vec::<usize>::new()),
+            Fact::new(DType::U8, Vec::<usize>::new()),
         ])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "x")?;
         let xv = x.values::<f32>().ok_or("x must be float32")?;
         let (mut y, mut s, mut z) = (vec![0u8; xv.len()], [0f32], [0u8]);

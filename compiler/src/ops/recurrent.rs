@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::typed::{self, params as tp};
 use tp::{RnnActivation as Act, RnnDirection};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types};
 use crate::impl_as_any;
 use crate::lower::{Operand, TypedCall};
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -463,7 +463,7 @@ impl Operator for Recurrent {
         Ok(facts)
     }
 
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let d = self.dims(cx)?;
         let dt = outs[0].dtype;
         let empty = Tensor::new(vec![0], Data::zeros(dt, 0));

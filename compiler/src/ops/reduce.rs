@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -80,7 +80,7 @@ impl Operator for Reduce {
         cx.check_type(0, types)?;
         Ok(vec![Fact::new(cx.dtype(0)?, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "data")?;
         let (p, _) = self.params(cx)?;
         let n = outs[0].shape.iter().product();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -433,7 +433,7 @@ impl Operator for Resize {
         let (_, _, _, out) = self.plan(cx)?;
         Ok(vec![Fact::new(d, out)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
         let (p, idx, w, _) = self.plan(cx)?;
         let n = outs[0].shape.iter().product();
@@ -614,7 +614,7 @@ impl Operator for GridSample {
         cx.check_type(1, Types::Float)?;
         Ok(vec![Fact::new(d, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, g) = (cx.constant(0, "X")?, cx.constant(1, "grid")?);
         let (p, _) = self.params(cx)?;
         let n = outs[0].shape.iter().product();
@@ -725,7 +725,7 @@ impl Operator for AffineGrid {
         let d = cx.check_type(0, Types::Float)?;
         Ok(vec![Fact::new(d, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let t = cx.constant(0, "theta")?;
         let (p, _) = self.params(cx)?;
         let n = outs[0].shape.iter().product();
@@ -805,7 +805,7 @@ impl Operator for CenterCropPad {
             p.out_shape[..p.rank].to_vec(),
         )])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input_data")?;
         let p = self.params(cx)?;
         let n = outs[0].shape.iter().product();
@@ -916,7 +916,7 @@ impl Operator for Col2Im {
         let d = cx.check_type(0, Types::Numeric)?;
         Ok(vec![Fact::new(d, self.params(cx)?.1)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let (p, _) = self.params(cx)?;
         let n = outs[0].shape.iter().product();

@@ -13,7 +13,8 @@ use kiln_runtime::params;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::{
-    Fact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, foldable, normalize_axis,
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, foldable,
+    normalize_axis,
 };
 use crate::lower::{Kernel, TypedCall};
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -420,7 +421,7 @@ impl Operator for Concat {
         }
         Ok(vec![Fact::new(first.dtype, shape)])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let ins = cx.constants().ok_or("inputs are not constant")?;
         let shape = &outs[0].shape;
         let axis = normalize_axis(self.axis, shape.len())?;
@@ -485,14 +486,14 @@ impl Operator for Transpose {
         "Transpose"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let s = cx.shape(0)?;
+        let s = cx.dims(0)?;
         let perm = self.perm(s.len())?;
         Ok(vec![Fact::new(
             cx.dtype(0)?,
-            perm.iter().map(|&p| s[p]).collect(),
+            perm.iter().map(|&p| s[p].clone()).collect::<Vec<_>>(),
         )])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let p = reshape_transpose(&x.shape, &self.perm(x.shape.len())?)?;
         Ok(Some(vec![eval_strided(x, &p, &outs[0].shape)?]))
@@ -729,7 +730,7 @@ impl Operator for Movement {
             .map(|(shape, _)| Fact::new(d, shape))
             .collect())
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let outs = self
             .views(cx)?
@@ -816,7 +817,7 @@ impl Operator for Pad {
             p.out_shape[..p.rank].to_vec(),
         )])
     }
-    fn eval(&self, cx: &InferCx, outs: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "data")?;
         let p = self.params(cx)?;
         let value = self.value(cx, x.dtype)?;
@@ -903,7 +904,7 @@ impl Operator for Trilu {
         self.params(cx)?;
         Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
     }
-    fn eval(&self, cx: &InferCx, _: &[Fact]) -> R<Option<Vec<Tensor>>> {
+    fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
         let p = self.params(cx)?;
         let data = dispatch_data!(&x.data, v: T => {

@@ -1,0 +1,520 @@
+//! Dimensions that may be symbolic: a known size, or an integer expression in named
+//! symbols (`N`, `2*W + 1`, `W/4`).
+//!
+//! Shape inference is written once over [`Dim`], so that the same rules serve fixed
+//! shapes (every dim known, what lowering needs today) and declared ranges (dynamic
+//! shapes, where a size is evaluated from the symbols at run time).
+//!
+//! A [`Dim`] is kept in a canonical form — a polynomial with integer coefficients over
+//! atoms (symbols, floor divisions by a constant, min/max) — so that equal expressions
+//! compare equal (`W*2 + W == 3*W`) and broadcasting can tell `W` from `H`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::{Add, Mul, Sub};
+use std::sync::Arc;
+
+/// One dimension of a shape. (Not `Ord`: `max`/`min` are the symbolic ones below.)
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Dim(Poly);
+
+/// Sum of terms, each a coefficient times a product of atoms (sorted, repeated for
+/// powers). The constant term has no atoms; zero coefficients are never stored.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+struct Poly(BTreeMap<Vec<Atom>, i64>);
+
+/// An irreducible factor.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Atom {
+    Sym(Arc<str>),
+    /// `floor(p / k)`, `k > 1`, where `p` is not a multiple of `k` term by term.
+    FloorDiv(Box<Poly>, u64),
+    /// The larger of two expressions that are not comparable symbolically.
+    Max(Box<Poly>, Box<Poly>),
+    Min(Box<Poly>, Box<Poly>),
+}
+
+impl Poly {
+    fn constant(c: i64) -> Poly {
+        let mut m = BTreeMap::new();
+        if c != 0 {
+            m.insert(Vec::new(), c);
+        }
+        Poly(m)
+    }
+
+    fn atom(a: Atom) -> Poly {
+        Poly(BTreeMap::from([(vec![a], 1)]))
+    }
+
+    fn as_constant(&self) -> Option<i64> {
+        match self.0.len() {
+            0 => Some(0),
+            1 => self.0.get(&Vec::new()).copied(),
+            _ => None,
+        }
+    }
+
+    fn add_term(&mut self, atoms: Vec<Atom>, c: i64) {
+        let e = self.0.entry(atoms).or_insert(0);
+        *e = e.wrapping_add(c);
+        if *e == 0 {
+            self.0.retain(|_, c| *c != 0);
+        }
+    }
+
+    fn add(&self, o: &Poly) -> Poly {
+        let mut r = self.clone();
+        for (a, &c) in &o.0 {
+            r.add_term(a.clone(), c);
+        }
+        r
+    }
+
+    fn scale(&self, k: i64) -> Poly {
+        let mut r = Poly::default();
+        for (a, &c) in &self.0 {
+            r.add_term(a.clone(), c.wrapping_mul(k));
+        }
+        r
+    }
+
+    fn mul(&self, o: &Poly) -> Poly {
+        let mut r = Poly::default();
+        for (a, &c) in &self.0 {
+            for (b, &d) in &o.0 {
+                let mut atoms = a.clone();
+                atoms.extend(b.iter().cloned());
+                atoms.sort();
+                r.add_term(atoms, c.wrapping_mul(d));
+            }
+        }
+        r
+    }
+
+    fn eval(&self, sym: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
+        let mut total = 0i64;
+        for (atoms, &c) in &self.0 {
+            let mut t = c;
+            for a in atoms {
+                t = t.checked_mul(a.eval(sym)?)?;
+            }
+            total = total.checked_add(t)?;
+        }
+        Some(total)
+    }
+
+    fn symbols(&self, out: &mut BTreeSet<Arc<str>>) {
+        for atoms in self.0.keys() {
+            for a in atoms {
+                match a {
+                    Atom::Sym(s) => {
+                        out.insert(s.clone());
+                    }
+                    Atom::FloorDiv(p, _) => p.symbols(out),
+                    Atom::Max(a, b) | Atom::Min(a, b) => {
+                        a.symbols(out);
+                        b.symbols(out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Atom {
+    fn eval(&self, sym: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
+        match self {
+            Atom::Sym(s) => sym(s),
+            Atom::FloorDiv(p, k) => Some(p.eval(sym)?.div_euclid(i64::try_from(*k).ok()?)),
+            Atom::Max(a, b) => Some(a.eval(sym)?.max(b.eval(sym)?)),
+            Atom::Min(a, b) => Some(a.eval(sym)?.min(b.eval(sym)?)),
+        }
+    }
+}
+
+impl Dim {
+    /// A symbol, as a model's `dim_param` names it.
+    pub fn sym(name: &str) -> Dim {
+        Dim(Poly::atom(Atom::Sym(name.into())))
+    }
+
+    /// The value, when the dim does not depend on any symbol.
+    pub fn known(&self) -> Option<i64> {
+        self.0.as_constant()
+    }
+
+    /// The value as a size, when known and not negative.
+    pub fn to_usize(&self) -> Option<usize> {
+        self.known().and_then(|v| usize::try_from(v).ok())
+    }
+
+    pub fn is_known(&self) -> bool {
+        self.known().is_some()
+    }
+
+    /// True when the dim is the known value `v`.
+    pub fn is(&self, v: i64) -> bool {
+        self.known() == Some(v)
+    }
+
+    /// The symbols the dim depends on.
+    pub fn symbols(&self) -> BTreeSet<Arc<str>> {
+        let mut s = BTreeSet::new();
+        self.0.symbols(&mut s);
+        s
+    }
+
+    /// The value with each symbol given by `sym`; `None` if a symbol is unbound or the
+    /// arithmetic overflows.
+    pub fn eval(&self, sym: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
+        self.0.eval(sym)
+    }
+
+    /// `floor(self / k)` for `k > 0` (sizes are never negative, so floor and
+    /// truncation agree where ONNX says either).
+    pub fn div_floor(&self, k: u64) -> Dim {
+        if k == 1 {
+            return self.clone();
+        }
+        if k == 0 {
+            // Callers check divisors; keep the expression total rather than panic.
+            return Dim::from(0usize);
+        }
+        let ki = i64::try_from(k).unwrap_or(i64::MAX);
+        if let Some(c) = self.known() {
+            return Dim::from(c.div_euclid(ki));
+        }
+        // Exact term by term: divide the coefficients.
+        if self.0.0.values().all(|c| c % ki == 0) {
+            let mut r = Poly::default();
+            for (a, &c) in &self.0.0 {
+                r.add_term(a.clone(), c / ki);
+            }
+            return Dim(r);
+        }
+        // Split off the part that divides exactly: floor((k*q + r) / k) = q + floor(r / k).
+        let mut q = Poly::default();
+        let mut rest = Poly::default();
+        for (a, &c) in &self.0.0 {
+            let (d, m) = (c.div_euclid(ki), c.rem_euclid(ki));
+            if d != 0 {
+                q.add_term(a.clone(), d);
+            }
+            if m != 0 {
+                rest.add_term(a.clone(), m);
+            }
+        }
+        let floor = match rest.as_constant() {
+            Some(c) => Poly::constant(c.div_euclid(ki)),
+            None => Poly::atom(Atom::FloorDiv(Box::new(rest), k)),
+        };
+        Dim(q.add(&floor))
+    }
+
+    /// `ceil(self / k)` for `k > 0`.
+    pub fn div_ceil(&self, k: u64) -> Dim {
+        let k1 = i64::try_from(k).unwrap_or(i64::MAX).saturating_sub(1);
+        (self.clone() + Dim::from(k1)).div_floor(k)
+    }
+
+    /// `self / d` when it divides exactly term by term (`(N*S*768) / 768 = N*S`,
+    /// `(N*S*768) / (N*S) = 768`); `None` when it does not or is not provable.
+    pub fn div_exact(&self, d: &Dim) -> Option<Dim> {
+        if let (Some(a), Some(b)) = (self.known(), d.known()) {
+            return (b != 0 && a % b == 0).then(|| Dim::from(a / b));
+        }
+        // The divisor must be one term: coefficient times a product of atoms.
+        let [(div_atoms, &div_c)] = d.0.0.iter().collect::<Vec<_>>()[..] else {
+            return None;
+        };
+        if div_c == 0 {
+            return None;
+        }
+        let mut r = Poly::default();
+        for (atoms, &c) in &self.0.0 {
+            if c % div_c != 0 {
+                return None;
+            }
+            let mut left = atoms.clone();
+            for a in div_atoms {
+                let at = left.iter().position(|x| x == a)?;
+                left.remove(at);
+            }
+            r.add_term(left, c / div_c);
+        }
+        Some(Dim(r))
+    }
+
+    /// The larger of two dims (`max(W, 1)` stays symbolic; known values compare).
+    pub fn max(&self, o: &Dim) -> Dim {
+        match (self.known(), o.known()) {
+            (Some(a), Some(b)) => Dim::from(a.max(b)),
+            _ if self == o => self.clone(),
+            _ => {
+                let (a, b) = if self.0 <= o.0 { (self, o) } else { (o, self) };
+                Dim(Poly::atom(Atom::Max(Box::new(a.0.clone()), Box::new(b.0.clone()))))
+            }
+        }
+    }
+
+    /// The smaller of two dims.
+    pub fn min(&self, o: &Dim) -> Dim {
+        match (self.known(), o.known()) {
+            (Some(a), Some(b)) => Dim::from(a.min(b)),
+            _ if self == o => self.clone(),
+            _ => {
+                let (a, b) = if self.0 <= o.0 { (self, o) } else { (o, self) };
+                Dim(Poly::atom(Atom::Min(Box::new(a.0.clone()), Box::new(b.0.clone()))))
+            }
+        }
+    }
+}
+
+impl From<i64> for Dim {
+    fn from(v: i64) -> Dim {
+        Dim(Poly::constant(v))
+    }
+}
+
+impl From<usize> for Dim {
+    fn from(v: usize) -> Dim {
+        Dim::from(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<&Dim> for Dim {
+    fn from(d: &Dim) -> Dim {
+        d.clone()
+    }
+}
+
+impl Add for Dim {
+    type Output = Dim;
+    fn add(self, o: Dim) -> Dim {
+        Dim(self.0.add(&o.0))
+    }
+}
+
+impl Sub for Dim {
+    type Output = Dim;
+    fn sub(self, o: Dim) -> Dim {
+        Dim(self.0.add(&o.0.scale(-1)))
+    }
+}
+
+impl Mul for Dim {
+    type Output = Dim;
+    fn mul(self, o: Dim) -> Dim {
+        Dim(self.0.mul(&o.0))
+    }
+}
+
+impl Add<usize> for Dim {
+    type Output = Dim;
+    fn add(self, o: usize) -> Dim {
+        self + Dim::from(o)
+    }
+}
+
+impl Sub<usize> for Dim {
+    type Output = Dim;
+    fn sub(self, o: usize) -> Dim {
+        self - Dim::from(o)
+    }
+}
+
+impl Mul<usize> for Dim {
+    type Output = Dim;
+    fn mul(self, o: usize) -> Dim {
+        self * Dim::from(o)
+    }
+}
+
+impl std::iter::Product for Dim {
+    fn product<I: Iterator<Item = Dim>>(it: I) -> Dim {
+        it.fold(Dim::from(1usize), |a, b| a * b)
+    }
+}
+
+impl<'a> std::iter::Product<&'a Dim> for Dim {
+    fn product<I: Iterator<Item = &'a Dim>>(it: I) -> Dim {
+        it.fold(Dim::from(1usize), |a, b| a * b.clone())
+    }
+}
+
+impl std::iter::Sum for Dim {
+    fn sum<I: Iterator<Item = Dim>>(it: I) -> Dim {
+        it.fold(Dim::from(0usize), |a, b| a + b)
+    }
+}
+
+impl PartialEq<usize> for Dim {
+    fn eq(&self, o: &usize) -> bool {
+        self.to_usize() == Some(*o)
+    }
+}
+
+impl fmt::Display for Poly {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, "0");
+        }
+        // Highest-degree terms first, the constant last: `2*W + 1`.
+        let mut terms: Vec<_> = self.0.iter().collect();
+        terms.sort_by_key(|(a, _)| std::cmp::Reverse(a.len()));
+        for (i, (atoms, &c)) in terms.into_iter().enumerate() {
+            let (sign, mag) = if c < 0 { ("-", c.unsigned_abs()) } else { ("+", c as u64) };
+            match (i, sign) {
+                (0, "-") => write!(f, "-")?,
+                (0, _) => {}
+                _ => write!(f, " {sign} ")?,
+            }
+            if atoms.is_empty() {
+                write!(f, "{mag}")?;
+                continue;
+            }
+            if mag != 1 {
+                write!(f, "{mag}*")?;
+            }
+            for (j, a) in atoms.iter().enumerate() {
+                if j > 0 {
+                    write!(f, "*")?;
+                }
+                write!(f, "{a}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Atom {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Atom::Sym(s) => write!(f, "{s}"),
+            Atom::FloorDiv(p, k) if p.0.len() == 1 && p.0.values().all(|&c| c == 1) => {
+                write!(f, "{p}/{k}")
+            }
+            Atom::FloorDiv(p, k) => write!(f, "({p})/{k}"),
+            Atom::Max(a, b) => write!(f, "max({a}, {b})"),
+            Atom::Min(a, b) => write!(f, "min({a}, {b})"),
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Debug for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A shape's dims from fixed sizes.
+pub fn dims_of(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::from(d)).collect()
+}
+
+/// The fixed sizes of `dims`, when every dim is known.
+pub fn fixed_shape(dims: &[Dim]) -> Option<Vec<usize>> {
+    dims.iter().map(Dim::to_usize).collect()
+}
+
+/// `[N, 3, W/4]`, for messages.
+pub fn fmt_dims(dims: &[Dim]) -> String {
+    let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w() -> Dim {
+        Dim::sym("W")
+    }
+
+    fn at(d: &Dim, v: i64) -> i64 {
+        d.eval(&|s| (s == "W").then_some(v)).expect("bound")
+    }
+
+    #[test]
+    fn canonical_form_makes_equal_expressions_equal() {
+        assert_eq!(w() * 2 + w(), w() * 3);
+        assert_eq!((w() + 1usize) * Dim::from(2usize), w() * 2 + 2);
+        assert_eq!(w() - w(), Dim::from(0usize));
+        assert_ne!(w(), Dim::sym("H"));
+        assert_eq!((w() * 3).to_string(), "3*W");
+        assert_eq!((w() * 2 + 1).to_string(), "2*W + 1");
+        assert_eq!((w() * w() - 1).to_string(), "W*W - 1");
+    }
+
+    #[test]
+    fn floor_division_simplifies_what_divides() {
+        assert_eq!((w() * 8).div_floor(4), w() * 2);
+        // floor((8W + 5) / 4) = 2W + 1.
+        assert_eq!((w() * 8 + 5).div_floor(4), w() * 2 + 1);
+        let q = (w() + 3usize).div_floor(4);
+        assert_eq!(q.to_string(), "(W + 3)/4");
+        for v in [1, 4, 5, 100, 2048] {
+            assert_eq!(at(&q, v), (v + 3) / 4);
+            assert_eq!(at(&w().div_ceil(8), v), (v + 7) / 8);
+        }
+        assert_eq!(Dim::from(7usize).div_floor(2), 3usize);
+    }
+
+    #[test]
+    fn conv_output_size_evaluates_like_the_formula() {
+        // (W + 2*1 - 3) / 2 + 1 with pads 1, kernel 3, stride 2.
+        let out = (w() + 2 - 3).div_floor(2) + 1;
+        for v in [3, 32, 33, 320, 2048] {
+            assert_eq!(at(&out, v), (v - 1) / 2 + 1, "W = {v}");
+        }
+    }
+
+    #[test]
+    fn exact_division_by_a_term() {
+        let n = Dim::sym("N");
+        let s = Dim::sym("S");
+        let all = n.clone() * s.clone() * 768;
+        assert_eq!(all.div_exact(&Dim::from(768usize)), Some(n.clone() * s.clone()));
+        assert_eq!(all.div_exact(&(n.clone() * s.clone())), Some(Dim::from(768usize)));
+        assert_eq!(all.div_exact(&Dim::from(5usize)), None);
+        assert_eq!((n.clone() + 1).div_exact(&n), None);
+        assert_eq!(Dim::from(12usize).div_exact(&Dim::from(4usize)), Some(Dim::from(3usize)));
+    }
+
+    #[test]
+    fn max_and_min_fold_when_known() {
+        assert_eq!(Dim::from(3usize).max(&Dim::from(5usize)), 5usize);
+        assert_eq!(w().max(&w()), w());
+        let m = w().max(&Dim::from(10usize));
+        assert_eq!(at(&m, 4), 10);
+        assert_eq!(at(&m, 40), 40);
+        assert_eq!(m, Dim::from(10usize).max(&w()), "order does not matter");
+        assert_eq!(at(&w().min(&Dim::from(10usize)), 40), 10);
+    }
+
+    #[test]
+    fn symbols_and_unbound_eval() {
+        let d = Dim::sym("N") * Dim::sym("W").div_floor(4);
+        let names: Vec<String> = d.symbols().iter().map(|s| s.to_string()).collect();
+        assert_eq!(names, ["N", "W"]);
+        assert_eq!(d.eval(&|s| (s == "W").then_some(8)), None);
+        assert_eq!(
+            d.eval(&|s| match s {
+                "N" => Some(3),
+                "W" => Some(9),
+                _ => None,
+            }),
+            Some(6)
+        );
+        assert!(!d.is_known());
+        assert_eq!(fixed_shape(&[Dim::from(2usize), d]), None);
+        assert_eq!(fixed_shape(&dims_of(&[2, 3])), Some(vec![2, 3]));
+    }
+}

@@ -1,5 +1,8 @@
 //! `kiln`: compile ONNX models into Rust modules, inspect their memory plans, run them.
 
+// Unsafe code lives only in kiln-runtime (each block with a `SAFETY:` comment).
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

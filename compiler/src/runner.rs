@@ -11,38 +11,45 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::Args;
-
 use crate::codegen::WeightsMode;
 use crate::error::Error;
 use crate::tensor::Tensor;
 use crate::{Options, compile, npy, parse_input_spec};
 
-#[derive(Args, Debug, Clone)]
+/// `kiln run`'s arguments. The clap derive (the CLI's parsing) exists only with the
+/// `cli` feature; library users build the struct themselves.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct RunArgs {
     /// The ONNX model file.
-    #[arg(value_name = "MODEL.onnx")]
+    #[cfg_attr(feature = "cli", arg(value_name = "MODEL.onnx"))]
     pub model: PathBuf,
     /// Shape of an input, e.g. `--input data=1x3x224x224` (needed for symbolic dims).
-    #[arg(short, long = "input", value_name = "NAME=DIMS")]
+    #[cfg_attr(feature = "cli", arg(short, long = "input", value_name = "NAME=DIMS"))]
     pub inputs: Vec<String>,
     /// Data for an input as a .npy file; inputs without one get seeded random values.
-    #[arg(short, long = "data", value_name = "NAME=FILE.npy")]
+    #[cfg_attr(
+        feature = "cli",
+        arg(short, long = "data", value_name = "NAME=FILE.npy")
+    )]
     pub data: Vec<String>,
     /// Write each output as DIR/OUTPUT_NAME.npy.
-    #[arg(short, long, value_name = "DIR")]
+    #[cfg_attr(feature = "cli", arg(short, long, value_name = "DIR"))]
     pub out: Option<PathBuf>,
     /// Timed runs after one warm-up run; the median is reported.
-    #[arg(long, default_value_t = 10)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 10))]
     pub runs: usize,
     /// Bind an input to a value at compile time (`NAME=FILE.npy`; see `kiln compile`).
-    #[arg(long = "constant", value_name = "NAME=FILE.npy")]
+    #[cfg_attr(feature = "cli", arg(long = "constant", value_name = "NAME=FILE.npy"))]
     pub constants: Vec<String>,
     /// Arena offset alignment in bytes.
-    #[arg(long, default_value_t = 256, value_name = "BYTES")]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, default_value_t = 256, value_name = "BYTES")
+    )]
     pub alignment: usize,
     /// Also time every step and print the slowest nodes and the time per operator.
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub profile: bool,
 }
 

@@ -77,6 +77,9 @@
 //! unsupported operators, a symbolic dim with no `input(...)`, a bad argument. The module
 //! is still declared, as a stub, so the rest of the crate adds no errors of its own.
 
+// Unsafe code lives only in kiln-runtime (each block with a `SAFETY:` comment).
+#![forbid(unsafe_code)]
+
 mod args;
 mod expand;
 

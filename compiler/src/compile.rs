@@ -190,6 +190,40 @@ pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
     })
 }
 
+/// Loads `model`, binds constant inputs and infers every value's type and dims; an `If`
+/// whose condition turns out constant is replaced by its taken branch and the model
+/// loaded again (nested `If`s one level per round).
+fn load_and_infer(
+    model: &mut onnx_protobuf::ModelProto,
+    opts: &Options,
+    symbols: infer::Symbols,
+) -> Result<crate::ir::Graph, Error> {
+    let dims: HashMap<String, Vec<usize>> = opts
+        .input_dims
+        .iter()
+        .filter(|(n, _)| !opts.constant_inputs.iter().any(|(b, _)| b == n))
+        .cloned()
+        .collect();
+    loop {
+        let mut graph = load::load_proto(model)?;
+        bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
+        match infer::infer(&mut graph, &dims, symbols) {
+            Ok(()) => return Ok(graph),
+            Err(Error::InlineBranch { node_index, then }) => {
+                load::inline_branch(model, node_index, then)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Shape inference alone, with the dims `opts.input_dims` leaves open kept as symbols:
+/// the loaded graph with every value's element type and dims (`[N, 1000]`).
+pub fn infer_shapes(bytes: &[u8], opts: &Options) -> Result<crate::ir::Graph, Error> {
+    let mut model = load::parse_model(bytes)?;
+    load_and_infer(&mut model, opts, infer::Symbols::Keep)
+}
+
 /// Compiles a serialized model. `source` names it in comments; `default_name` is the
 /// module name when `opts.name` is unset.
 pub fn compile_bytes(
@@ -233,25 +267,7 @@ pub fn compile_bytes(
         },
         e => e,
     })?;
-    let dims: HashMap<String, Vec<usize>> = opts
-        .input_dims
-        .iter()
-        .filter(|(n, _)| !opts.constant_inputs.iter().any(|(b, _)| b == n))
-        .cloned()
-        .collect();
-    // Load and infer; an If whose condition turned out constant is replaced by its
-    // taken branch and the model loaded again (nested Ifs one level per round).
-    let mut graph = loop {
-        let mut graph = load::load_proto(&model)?;
-        bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
-        match infer::infer(&mut graph, &dims) {
-            Ok(()) => break graph,
-            Err(Error::InlineBranch { node_index, then }) => {
-                load::inline_branch(&mut model, node_index, then)?;
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
     passes::run(&mut graph)?;
     let mut program = lower::lower(&graph)?;
     if opts.target == Target::Cuda {

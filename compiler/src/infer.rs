@@ -43,9 +43,22 @@ fn constant_if(graph: &Graph, index: usize) -> Option<Error> {
     })
 }
 
-/// Runs inference over the whole graph. `input_dims` gives full shapes for graph inputs
-/// (required for every input with a symbolic dimension).
-pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Result<(), Error> {
+/// What inference does with a graph input's symbolic dim that `input_dims` leaves open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symbols {
+    /// An error naming the input and the axis (compiling needs every dim fixed).
+    Require,
+    /// Inference carries the symbol through: shapes become expressions in it.
+    Keep,
+}
+
+/// Runs inference over the whole graph. `input_dims` gives full shapes for graph inputs;
+/// `symbols` says whether a dim left symbolic is an error.
+pub fn infer(
+    graph: &mut Graph,
+    input_dims: &HashMap<String, Vec<usize>>,
+    symbols: Symbols,
+) -> Result<(), Error> {
     for name in input_dims.keys() {
         if !graph
             .inputs
@@ -65,14 +78,14 @@ pub fn infer(graph: &mut Graph, input_dims: &HashMap<String, Vec<usize>>) -> Res
     }
     for input in graph.inputs.clone() {
         let name = graph.value(input.value).name.clone();
-        let shape = resolve_input(&name, &input.dims, input_dims.get(&name))?;
-        check_elements(&shape).map_err(|message| Error::Input {
-            input: name.clone(),
-            message,
-        })?;
-        graph
-            .value_mut(input.value)
-            .set_dims(crate::dim::dims_of(&shape));
+        let dims = resolve_input(&name, &input.dims, input_dims.get(&name), symbols)?;
+        if let Some(shape) = fixed_shape(&dims) {
+            check_elements(&shape).map_err(|message| Error::Input {
+                input: name.clone(),
+                message,
+            })?;
+        }
+        graph.value_mut(input.value).set_dims(dims);
     }
     for index in 0..graph.nodes.len() {
         if let Some(cond) = constant_if(graph, index) {
@@ -95,7 +108,8 @@ fn resolve_input(
     name: &str,
     dims: &[Dim],
     given: Option<&Vec<usize>>,
-) -> Result<Vec<usize>, Error> {
+    symbols: Symbols,
+) -> Result<Vec<Dim>, Error> {
     let err = |message| Error::Input {
         input: name.to_owned(),
         message,
@@ -117,13 +131,14 @@ fn resolve_input(
                     return Err(err(format!("dim {i} is fixed to {f} by the model, --input gave {g}")));
                 }
             }
-            Ok(given.clone())
+            Ok(crate::dim::dims_of(given))
         }
+        None if symbols == Symbols::Keep => Ok(dims.to_vec()),
         None => dims
             .iter()
             .enumerate()
             .map(|(i, d)| match d.to_usize() {
-                Some(f) => Ok(f),
+                Some(_) => Ok(d.clone()),
                 None => Err(err(format!(
                     "dim {i} is symbolic (`{d}`) in {}; give it with --input {name}=DIMS (for example {})",
                     fmt_dims(dims),

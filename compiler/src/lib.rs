@@ -30,7 +30,9 @@ pub mod window;
 
 pub use builder::Builder;
 pub use codegen::WeightsMode;
-pub use compile::{Compiled, Options, Target, compile, compile_bytes, default_name, plan_input};
+pub use compile::{
+    Compiled, Options, Target, compile, compile_bytes, default_name, infer_shapes, plan_input,
+};
 pub use error::{Error, UnsupportedOp};
 
 /// Parses `1x3x224x224` (or `1,3,224,224`) into dims.

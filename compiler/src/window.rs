@@ -2,6 +2,7 @@
 //! ONNX attributes (including `auto_pad` and `ceil_mode`) into plain numbers.
 //! Shape inference and lowering both call [`resolve`], so they cannot disagree.
 
+use crate::dim::{Dim, dims_of, fixed_shape};
 use crate::ir::{AutoPad, Window};
 
 /// A resolved window over `n` spatial dimensions.
@@ -128,6 +129,65 @@ pub fn resolve(
     })
 }
 
+/// The output spatial dims of `w` over `input`, symbolic where the input is: the same
+/// formulas as [`resolve`] (`floor((in + pads - extent) / stride) + 1`, `ceil(in /
+/// stride)` for `SAME_*`), over [`Dim`]s. The weight's kernel must be known.
+pub fn out_dims(
+    w: &Window,
+    input: &[Dim],
+    weight_kernel: Option<&[Dim]>,
+    pool: bool,
+) -> Result<Vec<Dim>, String> {
+    let wk = match weight_kernel {
+        Some(k) => Some(fixed_shape(k).ok_or_else(|| {
+            format!(
+                "the weight's spatial dims {} must be known",
+                crate::dim::fmt_dims(k)
+            )
+        })?),
+        None => None,
+    };
+    if let Some(x) = fixed_shape(input) {
+        return Ok(dims_of(&resolve(w, &x, wk.as_deref(), pool)?.out));
+    }
+    // Attributes are checked, and kernel, strides and pads found, on a stand-in size
+    // that fits any window; symbolic dims then take the formula.
+    const STAND_IN: usize = 1 << 20;
+    let stand_in: Vec<usize> = input
+        .iter()
+        .map(|d| d.to_usize().unwrap_or(STAND_IN))
+        .collect();
+    let sp = resolve(w, &stand_in, wk.as_deref(), pool)?;
+    let mut out = Vec::with_capacity(input.len());
+    for (i, d) in input.iter().enumerate() {
+        if d.is_known() {
+            out.push(Dim::from(sp.out[i]));
+            continue;
+        }
+        let s = sp.strides[i] as u64;
+        let extent = (sp.kernel[i] - 1) * sp.dilations[i] + 1;
+        if matches!(w.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) {
+            out.push(d.div_ceil(s));
+            continue;
+        }
+        let span = d.clone() + (sp.pads_begin[i] + sp.pads_end[i]) - extent;
+        if pool && w.ceil_mode {
+            // The last window is dropped when it starts in the end padding, which can
+            // happen only when the stride exceeds the extent minus that padding.
+            if sp.strides[i] + sp.pads_end[i] > extent {
+                return Err(format!(
+                    "ceil_mode with stride {} over a window of extent {extent} needs spatial dim {i} ({d}) known",
+                    sp.strides[i]
+                ));
+            }
+            out.push(span.div_ceil(s) + 1);
+        } else {
+            out.push(span.div_floor(s) + 1);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +235,40 @@ mod tests {
         assert_eq!(
             (s.out, s.pads_begin, s.pads_end),
             (vec![3, 3], vec![0, 0], vec![1, 1])
+        );
+    }
+
+    #[test]
+    fn symbolic_output_dims_follow_the_formula() {
+        let sym = [Dim::sym("H"), Dim::sym("W")];
+        for (win, pool) in [
+            (win(7, 2, 3, false), false),
+            (win(3, 2, 0, true), true),
+            (win(3, 1, 1, false), false),
+            (win(2, 2, 0, false), true),
+        ] {
+            let out = out_dims(&win, &sym, None, pool).unwrap();
+            for x in [7usize, 32, 33, 111, 224] {
+                let want = resolve(&win, &[x, x + 1], None, pool).unwrap().out;
+                let got: Vec<usize> = out
+                    .iter()
+                    .map(|d| {
+                        let v = d.eval(&|s| match s {
+                            "H" => Some(x as i64),
+                            _ => Some(x as i64 + 1),
+                        });
+                        v.unwrap() as usize
+                    })
+                    .collect();
+                assert_eq!(got, want, "{win:?} at {x}");
+            }
+        }
+        let mut same = win(3, 2, 0, false);
+        same.pads = None;
+        same.auto_pad = AutoPad::SameUpper;
+        assert_eq!(
+            out_dims(&same, &sym, None, false).unwrap()[1].to_string(),
+            "(W + 1)/2"
         );
     }
 

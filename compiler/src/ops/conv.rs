@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::params;
 
 use super::conv_nd;
+use crate::dim::Dim;
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
@@ -28,56 +29,25 @@ impl Operator for Conv {
         "Conv"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        if !tuned(cx.dtype(0)?, cx.shape(0)?) {
+        if !tuned(cx.dtype(0)?, cx.dims(0)?.len()) {
             return conv_nd::infer_conv(&self.window, self.group, cx);
         }
         let d = cx.check_type(0, Types::F32)?;
-        let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
-        let group = self.group;
-        if xs.len() != 4 || ws.len() != 4 {
-            return Err(format!(
-                "only 2-D convolution (rank-4 input and weight) is supported; input {xs:?}, weight {ws:?}"
-            ));
-        }
-        if group > xs[1].max(1) {
-            return Err(format!(
-                "group {group} exceeds the input's {} channels",
-                xs[1]
-            ));
-        }
-        if ws[1].checked_mul(group) != Some(xs[1]) {
-            return Err(format!(
-                "input has {} channels, weight {ws:?} with group {group} expects {}",
-                xs[1],
-                ws[1].saturating_mul(group)
-            ));
-        }
-        if ws[0] % group != 0 {
-            return Err(format!(
-                "weight {ws:?} has {} output channels, not a multiple of group {group}",
-                ws[0]
-            ));
-        }
-        if let Some(b) = cx.opt(2)
-            && b.shape() != [ws[0]]
-        {
-            return Err(format!(
-                "bias has shape {:?}, expected [{}]",
-                b.shape(),
-                ws[0]
-            ));
-        }
-        let sp = window::resolve(&self.window, &xs[2..], Some(&ws[2..]), false)?;
-        Ok(vec![Fact::new(d, vec![xs[0], ws[0], sp.out[0], sp.out[1]])])
+        let (xs, ws) = (cx.dims(0)?, cx.dims(1)?);
+        conv_nd::check_bias(cx, 2, &ws[0])?;
+        Ok(vec![Fact::new(
+            d,
+            conv_nd::conv_out_dims(&self.window, xs, ws, self.group)?,
+        )])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
-        if tuned(cx.dtype(0)?, cx.shape(0)?) || cx.constants().is_none() {
+        if tuned(cx.dtype(0)?, cx.dims(0)?.len()) || cx.constants().is_none() {
             return Ok(None);
         }
         conv_nd::eval_conv(&self.window, self.group, self.activation, cx, outs)
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        if !tuned(cx.dtype(0)?, cx.shape(0)?) {
+        if !tuned(cx.dtype(0)?, cx.dims(0)?.len()) {
             return conv_nd::lower_conv(&self.window, self.group, self.activation, cx);
         }
         let (x_shape, w_shape) = (cx.shape(0)?, cx.shape(1)?);
@@ -111,9 +81,9 @@ impl Operator for Conv {
     impl_as_any!();
 }
 
-/// Whether the tuned NCHW float32 kernels take an input of `dtype` and `shape`.
-fn tuned(dtype: DType, shape: &[usize]) -> bool {
-    dtype == DType::F32 && shape.len() == 4
+/// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`.
+fn tuned(dtype: DType, rank: usize) -> bool {
+    dtype == DType::F32 && rank == 4
 }
 
 /// MaxPool and AveragePool over 2-D windows.
@@ -135,24 +105,17 @@ impl Operator for Pool {
         }
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        if !tuned(cx.dtype(0)?, cx.shape(0)?) || cx.n_outputs() > 1 {
+        if !tuned(cx.dtype(0)?, cx.dims(0)?.len()) || cx.n_outputs() > 1 {
             return conv_nd::infer_pool(&self.window, self.average, cx);
         }
         let d = cx.check_type(0, Types::F32)?;
-        let xs = cx.shape(0)?;
-        if xs.len() != 4 {
-            return Err(format!(
-                "only 2-D pooling (rank-4 input) is supported, got {xs:?}"
-            ));
-        }
-        let sp = window::resolve(&self.window, &xs[2..], None, true)?;
-        if cx.n_outputs() > 1 {
-            return Err("the Indices output of MaxPool is not supported".into());
-        }
-        Ok(vec![Fact::new(d, vec![xs[0], xs[1], sp.out[0], sp.out[1]])])
+        Ok(vec![Fact::new(
+            d,
+            conv_nd::pool_out_dims(&self.window, cx.dims(0)?)?,
+        )])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        if !tuned(cx.dtype(0)?, cx.shape(0)?) || conv_nd::wants_indices(cx) {
+        if !tuned(cx.dtype(0)?, cx.dims(0)?.len()) || conv_nd::wants_indices(cx) {
             return conv_nd::lower_pool(&self.window, self.average, self.column_major, cx);
         }
         let x_shape = cx.shape(0)?;
@@ -193,12 +156,12 @@ impl Operator for GlobalAveragePool {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
+        let xs = cx.dims(0)?;
         if xs.len() < 3 {
             return Err(format!("input must have rank ≥ 3, got {xs:?}"));
         }
         let mut s = xs[..2].to_vec();
-        s.extend(std::iter::repeat_n(1, xs.len() - 2));
+        s.extend(std::iter::repeat_n(Dim::from(1usize), xs.len() - 2));
         Ok(vec![Fact::new(d, s)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
@@ -233,7 +196,7 @@ impl Operator for Lrn {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::F32)?;
-        let xs = cx.shape(0)?;
+        let xs = cx.dims(0)?;
         if xs.len() < 2 {
             return Err(format!("input must have rank ≥ 2, got {xs:?}"));
         }

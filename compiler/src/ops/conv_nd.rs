@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, checkable_shape};
+use crate::dim::{Dim, fixed_shape, fmt_dims};
 use crate::ir::{Activation, AutoPad, Window};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -109,21 +110,44 @@ pub(super) fn infer_conv(w: &Window, group: usize, cx: &InferCx) -> R<Vec<Fact>>
     if cx.dtype(1)? != d {
         return Err(format!("the weight is {}, the input {d}", cx.dtype(1)?));
     }
-    let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
-    check_conv(xs, ws, group)?;
-    if let Some(b) = cx.opt(2) {
-        if b.shape() != [ws[0]] {
-            return Err(format!(
-                "bias has shape {:?}, expected [{}]",
-                b.shape(),
-                ws[0]
-            ));
-        }
-        if b.dtype != d {
-            return Err(format!("the bias is {}, the input {d}", b.dtype));
-        }
+    let (xs, ws) = (cx.dims(0)?, cx.dims(1)?);
+    check_bias(cx, 2, &ws[0])?;
+    if let Some(b) = cx.opt(2)
+        && b.dtype != d
+    {
+        return Err(format!("the bias is {}, the input {d}", b.dtype));
     }
-    Ok(vec![Fact::new(d, conv_window(w, xs, ws)?.0)])
+    Ok(vec![Fact::new(d, conv_out_dims(w, xs, ws, group)?)])
+}
+
+/// Checks that the optional bias operand `i` has shape `[c_out]`.
+pub(crate) fn check_bias(cx: &InferCx, i: usize, c_out: &Dim) -> R<()> {
+    match cx.opt(i) {
+        Some(b) if b.dims() != std::slice::from_ref(c_out) => Err(format!(
+            "bias has shape {}, expected [{c_out}]",
+            fmt_dims(b.dims())
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_conv`] and the output dims `[N, c_out, spatial..]` over symbolic shapes: the
+/// channels and the weight must be known; batch and spatial dims may be symbols.
+pub(crate) fn conv_out_dims(w: &Window, xs: &[Dim], ws: &[Dim], group: usize) -> R<Vec<Dim>> {
+    let wf = fixed_shape(ws)
+        .ok_or_else(|| format!("the weight's shape {} must be known", fmt_dims(ws)))?;
+    check_conv(&checkable_shape(xs, &[1])?, &wf, group)?;
+    let mut out = vec![xs[0].clone(), ws[0].clone()];
+    out.extend(window::out_dims(w, &xs[2..], Some(&ws[2..]), false)?);
+    Ok(out)
+}
+
+/// Pooling's output dims `[N, C, spatial..]` over symbolic shapes.
+pub(crate) fn pool_out_dims(w: &Window, xs: &[Dim]) -> R<Vec<Dim>> {
+    check_rank("the input", &checkable_shape(xs, &[1])?)?;
+    let mut out = xs[..2].to_vec();
+    out.extend(window::out_dims(w, &xs[2..], None, true)?);
+    Ok(out)
 }
 
 /// The bias operand `i` of a convolution, or zeros of `dtype` when absent.
@@ -251,7 +275,7 @@ pub(super) fn infer_pool(w: &Window, average: Option<bool>, cx: &InferCx) -> R<V
             Types::Numeric
         },
     )?;
-    let (_, out) = pool_params(w, pool_op(average), false, cx.shape(0)?)?;
+    let out = pool_out_dims(w, cx.dims(0)?)?;
     let mut facts = vec![Fact::new(d, out.clone())];
     if cx.n_outputs() > 1 {
         if average.is_some() {
@@ -493,13 +517,7 @@ impl Operator for LpPool {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let (_, out) = pool_params(
-            &self.window,
-            tp::PoolOp::Lp { p: self.p },
-            false,
-            cx.shape(0)?,
-        )?;
-        Ok(vec![Fact::new(d, out)])
+        Ok(vec![Fact::new(d, pool_out_dims(&self.window, cx.dims(0)?)?)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let d = cx.dtype(0)?;

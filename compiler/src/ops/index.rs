@@ -342,7 +342,7 @@ impl Operator for Cumulative {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         cx.check_type(0, Types::Numeric)?;
         self.params(cx)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(cx.dtype(0)?, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use kiln_runtime::params;
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast};
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast_dims,
+};
+use crate::dim::{Dim, fmt_dims};
 use crate::ir::Activation;
 use crate::lower::{Kernel, TypedCall, activation_param, broadcast_strides};
 use crate::tensor::{DType, Scalar, Tensor};
@@ -30,28 +33,39 @@ impl Operator for Gemm {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::F32)?;
-        let (a, b) = (cx.shape(0)?, cx.shape(1)?);
+        let (a, b) = (cx.dims(0)?, cx.dims(1)?);
         if a.len() != 2 || b.len() != 2 {
-            return Err(format!("A and B must be matrices, got {a:?} and {b:?}"));
+            return Err(format!(
+                "A and B must be matrices, got {} and {}",
+                fmt_dims(a),
+                fmt_dims(b)
+            ));
         }
         let (m, ka) = if self.trans_a {
-            (a[1], a[0])
+            (&a[1], &a[0])
         } else {
-            (a[0], a[1])
+            (&a[0], &a[1])
         };
         let (kb, n) = if self.trans_b {
-            (b[1], b[0])
+            (&b[1], &b[0])
         } else {
-            (b[0], b[1])
+            (&b[0], &b[1])
         };
         if ka != kb {
-            return Err(format!("inner dimensions differ: A {a:?}, B {b:?}"));
+            return Err(format!(
+                "inner dimensions differ: A {}, B {}",
+                fmt_dims(a),
+                fmt_dims(b)
+            ));
         }
+        let (m, n) = (m.clone(), n.clone());
+        let mn = [m.clone(), n.clone()];
         if let Some(c) = cx.opt(2) {
-            let cs = c.shape();
-            if cs.len() > 2 || broadcast(&[cs, &[m, n]]).ok().as_deref() != Some(&[m, n]) {
+            let cs = c.dims();
+            if cs.len() > 2 || broadcast_dims(&[cs, &mn]).ok().as_deref() != Some(&mn[..]) {
                 return Err(format!(
-                    "C has shape {cs:?}, which does not broadcast to [{m}, {n}]"
+                    "C has shape {}, which does not broadcast to [{m}, {n}]",
+                    fmt_dims(cs)
                 ));
             }
         }
@@ -110,17 +124,24 @@ pub fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
     (a2, b2)
 }
 
-fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
+/// MatMul's output dims (NumPy `matmul`: 1-D operands promoted, batch dims broadcast).
+pub(crate) fn matmul_shape(a: &[Dim], b: &[Dim]) -> R<Vec<Dim>> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul operands must have rank ≥ 1".into());
     }
-    let (a2, b2) = matmul_operands(a, b);
-    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    let one = Dim::from(1usize);
+    let a2: Vec<Dim> = if a.len() == 1 { vec![one.clone(), a[0].clone()] } else { a.to_vec() };
+    let b2: Vec<Dim> = if b.len() == 1 { vec![b[0].clone(), one] } else { b.to_vec() };
+    let (m, k) = (a2[a2.len() - 2].clone(), &a2[a2.len() - 1]);
+    let (k2, n) = (&b2[b2.len() - 2], b2[b2.len() - 1].clone());
     if k != k2 {
-        return Err(format!("inner dimensions differ: {a:?} × {b:?}"));
+        return Err(format!(
+            "inner dimensions differ: {} × {}",
+            fmt_dims(a),
+            fmt_dims(b)
+        ));
     }
-    let mut out = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
+    let mut out = broadcast_dims(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
     if a.len() > 1 {
         out.push(m);
     }
@@ -207,7 +228,7 @@ impl Operator for MatMul {
         }
         Ok(vec![Fact::new(
             d,
-            matmul_shape(cx.shape(0)?, cx.shape(1)?)?,
+            matmul_shape(cx.dims(0)?, cx.dims(1)?)?,
         )])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {

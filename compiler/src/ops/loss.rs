@@ -133,7 +133,7 @@ impl Operator for Loss {
         let (_, shape) = self.params(cx)?;
         let mut facts = vec![Fact::new(d, shape)];
         if self.log_prob(cx.n_outputs()) {
-            facts.push(Fact::new(d, cx.shape(0)?.to_vec()));
+            facts.push(Fact::new(d, cx.dims(0)?.to_vec()));
         }
         Ok(facts)
     }

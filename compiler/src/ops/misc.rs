@@ -288,7 +288,7 @@ impl Operator for BitCast {
                 self.to.size()
             ));
         }
-        Ok(vec![Fact::new(self.to, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(self.to, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
@@ -358,7 +358,7 @@ impl Operator for ReverseSequence {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         index_type(cx, 1, "sequence_lens")?;
         self.params(cx)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(cx.dtype(0)?, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
@@ -510,7 +510,7 @@ impl Operator for TensorScatter {
             index_type(cx, 2, "write_indices")?;
         }
         self.params(cx)?;
-        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(d, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
@@ -560,15 +560,15 @@ impl Operator for SwiGlu {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        if cx.dtype(1)? != d || cx.shape(1)? != cx.shape(0)? {
+        if cx.dtype(1)? != d || cx.dims(1)? != cx.dims(0)? {
             return Err(format!(
                 "SwiGLU: B ({} {:?}) must have A's type and shape ({d} {:?})",
                 cx.dtype(1)?,
-                cx.shape(1)?,
-                cx.shape(0)?
+                cx.dims(1)?,
+                cx.dims(0)?
             ));
         }
-        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(d, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let a = cx.constant(0, "A")?;

@@ -460,6 +460,10 @@ impl<'a, 'g> LowerCx<'a, 'g> {
         self.infer_cx().shape(i)
     }
 
+    pub fn dims(&self, i: usize) -> R<&'g [Dim]> {
+        self.infer_cx().dims(i)
+    }
+
     pub fn dtype(&self, i: usize) -> R<DType> {
         self.input(i).map(|v| v.dtype)
     }
@@ -623,6 +627,22 @@ pub fn normalize_axis(axis: i64, rank: usize) -> R<usize> {
     } else {
         Ok(a as usize)
     }
+}
+
+/// `dims` as sizes for a check that reads only the rank and the dims at `known` (which
+/// must be known): every other symbolic dim stands in as 1.
+pub fn checkable_shape(dims: &[Dim], known: &[usize]) -> R<Vec<usize>> {
+    for &i in known {
+        if let Some(d) = dims.get(i)
+            && !d.is_known()
+        {
+            return Err(format!(
+                "dim {i} of {} must be known at compile time",
+                fmt_dims(dims)
+            ));
+        }
+    }
+    Ok(dims.iter().map(|d| d.to_usize().unwrap_or(1)).collect())
 }
 
 /// `s` in a fixed array of `N` (a kernel parameter), the unused tail set to `fill`.

@@ -26,16 +26,16 @@ impl Operator for BatchNormalization {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::F32)?;
-        let xs = cx.shape(0)?;
+        let xs = cx.dims(0)?;
         if xs.len() < 2 {
             return Err(format!("input must have rank ≥ 2, got {xs:?}"));
         }
         for i in 1..5 {
             let p = cx.input(i)?;
-            if p.shape() != [xs[1]] {
+            if p.dims() != std::slice::from_ref(&xs[1]) {
                 return Err(format!(
                     "parameter {i} has shape {:?}, expected [{}]",
-                    p.shape(),
+                    p.dims(),
                     xs[1]
                 ));
             }
@@ -74,7 +74,7 @@ impl Operator for ChannelAffine {
         "BatchNormalization"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(cx.dtype(0)?, cx.dims(0)?.to_vec())])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let xs = cx.shape(0)?;
@@ -120,7 +120,7 @@ impl Operator for Softmax {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
+        let xs = cx.dims(0)?;
         normalize_axis(self.axis, xs.len())?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }

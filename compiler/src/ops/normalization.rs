@@ -16,7 +16,11 @@ use kiln_runtime::typed::{self, params as tp};
 
 use super::elementwise::Unary;
 use super::shape::strided;
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast_dims,
+    checkable_shape, normalize_axis,
+};
+use crate::dim::Dim;
 use crate::lower::{Kernel, Operand, TypedCall, broadcast_strides};
 use crate::plan::BufferId;
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -27,7 +31,7 @@ use crate::{dispatch_data, impl_as_any};
 
 /// Checks that input `i` (the `what`) has element type `d` and a shape that broadcasts
 /// unidirectionally to `target`.
-fn check_param(cx: &InferCx, i: usize, what: &str, d: DType, target: &[usize]) -> R<()> {
+fn check_param(cx: &InferCx, i: usize, what: &str, d: DType, target: &[Dim]) -> R<()> {
     let v = cx.input(i)?;
     if v.dtype != d {
         return Err(format!(
@@ -35,8 +39,14 @@ fn check_param(cx: &InferCx, i: usize, what: &str, d: DType, target: &[usize]) -
             v.dtype
         ));
     }
-    let s = v.shape();
-    if broadcast(&[trim(s, target.len()), target]).ok().as_deref() != Some(target) {
+    let s = v.dims();
+    let extra = s.len().saturating_sub(target.len());
+    let s_trim = if s[..extra].iter().all(|d| d.is(1)) {
+        &s[extra..]
+    } else {
+        s
+    };
+    if broadcast_dims(&[s_trim, target]).ok().as_deref() != Some(target) {
         return Err(format!(
             "{what} (input {i}) has shape {s:?}, expected one that broadcasts to {target:?}"
         ));
@@ -218,8 +228,8 @@ impl Operator for LayerNormalization {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
-        let (a, _) = self.params(xs, false)?;
+        let xs = cx.dims(0)?;
+        let a = normalize_axis(self.axis, xs.len())?;
         check_param(cx, 1, "Scale", d, &xs[a..])?;
         if cx.opt(2).is_some() {
             check_param(cx, 2, "B", d, &xs[a..])?;
@@ -231,7 +241,7 @@ impl Operator for LayerNormalization {
             ));
         }
         let mut stat = xs[..a].to_vec();
-        stat.resize(xs.len(), 1);
+        stat.resize(xs.len(), Dim::from(1usize));
         Ok(vec![
             Fact::new(d, xs.to_vec()),
             Fact::new(self.stash, stat.clone()),
@@ -326,8 +336,8 @@ impl Operator for RmsNormalization {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
-        let (a, _, _) = rows(xs, self.axis)?;
+        let xs = cx.dims(0)?;
+        let a = normalize_axis(self.axis, xs.len())?;
         check_param(cx, 1, "scale", d, &xs[a..])?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
@@ -415,8 +425,8 @@ impl Operator for GroupNormalization {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
-        let (_, plen) = self.params(xs, cx.opset())?;
+        let xs = cx.dims(0)?;
+        let (_, plen) = self.params(&checkable_shape(xs, &[1])?, cx.opset())?;
         for (i, what) in [(1, "scale"), (2, "bias")] {
             let v = cx.input(i)?;
             if v.dtype != d || v.shape() != [plen] {
@@ -497,8 +507,8 @@ impl Operator for LpNormalization {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
-        self.params(xs)?;
+        let xs = cx.dims(0)?;
+        self.params(&checkable_shape(xs, &[])?)?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
@@ -555,8 +565,8 @@ impl Operator for MeanVarianceNormalization {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        let xs = cx.shape(0)?;
-        self.params(xs)?;
+        let xs = cx.dims(0)?;
+        self.params(&checkable_shape(xs, &[])?)?;
         Ok(vec![Fact::new(d, xs.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
@@ -689,7 +699,7 @@ impl Operator for RotaryEmbedding {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
         self.params(cx)?;
-        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(d, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;

@@ -13,6 +13,8 @@ use kiln_runtime::typed::{self, params as tp};
 
 use super::conv_nd;
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
+use super::linalg::matmul_shape;
+use crate::dim::dims_of;
 use crate::impl_as_any;
 use crate::ir::Window;
 use crate::lower::{Operand, TypedCall, broadcast_strides};
@@ -192,7 +194,7 @@ impl Operator for QuantizeLinear {
         }
         let q = self.out_type(cx)?;
         self.params(cx)?;
-        Ok(vec![Fact::new(q, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(q, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, s) = (cx.constant(0, "x")?, cx.constant(1, "scale")?);
@@ -285,7 +287,7 @@ impl Operator for DequantizeLinear {
             return Err(format!("the scale is {s}; expected a float type"));
         }
         self.params(cx)?;
-        Ok(vec![Fact::new(self.out_type(cx)?, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(self.out_type(cx)?, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, s) = (cx.constant(0, "x")?, cx.constant(1, "scale")?);
@@ -334,7 +336,7 @@ impl Operator for DynamicQuantizeLinear {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::F32)?;
-        let xs = cx.shape(0)?.to_vec();
+        let xs = cx.dims(0)?.to_vec();
         Ok(vec![
             Fact::new(DType::U8, xs),
             Fact::new(d, Vec::<usize>::new()),
@@ -364,27 +366,6 @@ impl Operator for DynamicQuantizeLinear {
         )
     }
     impl_as_any!();
-}
-
-/// MatMul's output shape (NumPy rules, 1-D operands promoted).
-fn matmul_shape(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
-    if a.is_empty() || b.is_empty() {
-        return Err("operands must have rank ≥ 1".into());
-    }
-    let (a2, b2) = super::linalg::matmul_operands(a, b);
-    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-    if k != k2 {
-        return Err(format!("inner dimensions differ: {a:?} × {b:?}"));
-    }
-    let mut out = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
-    if a.len() > 1 {
-        out.push(m);
-    }
-    if b.len() > 1 {
-        out.push(n);
-    }
-    Ok(out)
 }
 
 fn matmul_params(a: &[usize], b: &[usize]) -> R<tp::MatMul> {
@@ -443,7 +424,7 @@ fn qmatmul_params(
     [a_scale, a_zp, b_scale, b_zp]: [Option<usize>; 4],
 ) -> R<tp::QMatMul> {
     let (as_, bs) = (cx.shape(a)?, cx.shape(b)?);
-    matmul_shape(as_, bs)?;
+    matmul_shape(&dims_of(as_), &dims_of(bs))?;
     let mm = matmul_params(as_, bs)?;
     let flag = |i: Option<usize>, count: usize, what: &str| -> R<bool> {
         match i.and_then(|i| cx.opt(i)) {
@@ -481,7 +462,7 @@ impl Operator for MatMulInteger {
         qmatmul_params(cx, 0, 1, [None, Some(2), None, Some(3)])?;
         Ok(vec![Fact::new(
             DType::I32,
-            matmul_shape(cx.shape(0)?, cx.shape(1)?)?,
+            matmul_shape(cx.dims(0)?, cx.dims(1)?)?,
         )])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
@@ -523,7 +504,7 @@ impl Operator for QLinearMatMul {
             return Err("each zero point must have its operand's type".into());
         }
         for i in [6, 7] {
-            if cx.shape(i)?.iter().product::<usize>() != 1 {
+            if cx.dims(i)?.iter().product::<crate::dim::Dim>() != 1usize {
                 return Err(format!(
                     "input {i} (y's scale / zero point) must be one value"
                 ));
@@ -532,7 +513,7 @@ impl Operator for QLinearMatMul {
         qmatmul_params(cx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
         Ok(vec![Fact::new(
             yd,
-            matmul_shape(cx.shape(0)?, cx.shape(3)?)?,
+            matmul_shape(cx.dims(0)?, cx.dims(3)?)?,
         )])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {

@@ -174,7 +174,7 @@ impl Operator for GlobalMaxPool {
         "GlobalMaxPool"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        self.reduce(cx.shape(0)?.len()).infer(cx)
+        self.reduce(cx.dims(0)?.len()).infer(cx)
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let rank = cx.shape(0)?.len();

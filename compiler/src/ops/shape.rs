@@ -902,7 +902,7 @@ impl Operator for Trilu {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         self.params(cx)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(cx.dtype(0)?, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;

@@ -72,11 +72,26 @@ fn format(tokens: TokenStream, header: &str) -> Result<String, Error> {
 /// The attribute that becomes the comment `// NODE (OP)` above a step, or
 /// `// NODE (OP): NOTE` when the step is done differently from its kernel call.
 fn step_comment(s: &Step, note: Option<&str>) -> TokenStream {
+    let node = one_line(&s.node);
     let comment = match note {
-        None => format!("{STEP_MARKER_DOC}{} ({})", s.node, s.op_type),
-        Some(note) => format!("{STEP_MARKER_DOC}{} ({}): {note}", s.node, s.op_type),
+        None => format!("{STEP_MARKER_DOC}{node} ({})", s.op_type),
+        Some(note) => format!("{STEP_MARKER_DOC}{node} ({}): {note}", s.op_type),
     };
     quote!(#[doc = #comment])
+}
+
+/// An ONNX name for a comment: control characters (a newline would end a `//`
+/// comment and leave the rest as a doc comment) escaped as in a string literal.
+fn one_line(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The constant name in `offsets::` of each buffer.
@@ -125,7 +140,7 @@ fn api_type(rt: &TokenStream, io: &Io) -> TokenStream {
 
 /// The doc comment of an `Inputs` or outputs field.
 fn io_doc(io: &Io) -> String {
-    format!(" `{}`: {} {:?}", io.name, io.dtype, io.shape)
+    format!(" `{}`: {} {:?}", one_line(&io.name), io.dtype, io.shape)
 }
 
 /// The items every generated module has, whatever its target: `ARENA_BYTES`,
@@ -159,7 +174,7 @@ fn common_items(
         let off = us(plan.offsets[i]);
         let doc = format!(
             " `{}`: {} bytes{}",
-            b.name,
+            one_line(&b.name),
             b.len * 4,
             if b.scratch { ", kernel scratch" } else { "" }
         );

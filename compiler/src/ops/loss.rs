@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types};
+use crate::dim::{Dim, dims_of, fmt_dims};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_dtype, impl_as_any};
@@ -31,29 +32,53 @@ fn parse(cx: &ParseCx, softmax: bool) -> R<super::Op> {
     }))
 }
 
+/// The loss's output dims (the target's without reduction, a scalar with one), after
+/// checking input `xs` (`[N, C, d..]`), target `ts` (`[N, d..]`) and the optional weight
+/// `ws` (`[C]`).
+fn loss_dims(
+    xs: &[Dim],
+    ts: &[Dim],
+    ws: Option<&[Dim]>,
+    reduction: tp::LossReduction,
+) -> R<Vec<Dim>> {
+    if xs.len() < 2 {
+        return Err(format!(
+            "input {} must have rank ≥ 2 ([N, C, ...])",
+            fmt_dims(xs)
+        ));
+    }
+    let mut want = vec![xs[0].clone()];
+    want.extend_from_slice(&xs[2..]);
+    if ts != want.as_slice() {
+        return Err(format!(
+            "target has shape {}, expected {} (input {} without C)",
+            fmt_dims(ts),
+            fmt_dims(&want),
+            fmt_dims(xs)
+        ));
+    }
+    if let Some(ws) = ws
+        && ws != std::slice::from_ref(&xs[1])
+    {
+        return Err(format!(
+            "weight has shape {}, expected [{}]",
+            fmt_dims(ws),
+            xs[1]
+        ));
+    }
+    Ok(if reduction == tp::LossReduction::None {
+        ts.to_vec()
+    } else {
+        Vec::new()
+    })
+}
+
 impl Loss {
     fn params(&self, cx: &InferCx) -> R<(tp::Loss, Vec<usize>)> {
         let xs = cx.shape(0)?;
         let ts = cx.shape(1)?;
-        if xs.len() < 2 {
-            return Err(format!("input {xs:?} must have rank ≥ 2 ([N, C, ...])"));
-        }
-        let mut want = vec![xs[0]];
-        want.extend_from_slice(&xs[2..]);
-        if ts != want {
-            return Err(format!(
-                "target has shape {ts:?}, expected {want:?} (input {xs:?} without C)"
-            ));
-        }
-        if let Some(w) = cx.opt(2)
-            && w.shape() != [xs[1]]
-        {
-            return Err(format!(
-                "weight has shape {:?}, expected [{}]",
-                w.shape(),
-                xs[1]
-            ));
-        }
+        let ws = cx.opt(2).map(|w| w.dims());
+        loss_dims(&dims_of(xs), &dims_of(ts), ws, self.reduction)?;
         let p = tp::Loss {
             n: xs[0],
             c: xs[1],
@@ -130,7 +155,8 @@ impl Operator for Loss {
 
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let (d, _) = self.types(cx)?;
-        let (_, shape) = self.params(cx)?;
+        let ws = cx.opt(2).map(|w| w.dims());
+        let shape = loss_dims(cx.dims(0)?, cx.dims(1)?, ws, self.reduction)?;
         let mut facts = vec![Fact::new(d, shape)];
         if self.log_prob(cx.n_outputs()) {
             facts.push(Fact::new(d, cx.dims(0)?.to_vec()));
@@ -199,3 +225,58 @@ pub const OPS: &[OpDef] = &[
         parse: |cx| parse(cx, true),
     },
 ];
+
+#[cfg(test)]
+mod dims_tests {
+    use super::*;
+    use crate::ops::index::dims_tests::{In, dims, err, f32s, i64s, infer, shapes};
+
+    fn loss(softmax: bool, reduction: tp::LossReduction) -> Loss {
+        Loss {
+            softmax,
+            reduction,
+            ignore_index: None,
+        }
+    }
+
+    #[test]
+    fn output_is_the_target_or_a_scalar() {
+        let none = tp::LossReduction::None;
+        let ins = || vec![f32s("N,C,H,W"), i64s("N,H,W"), f32s("C")];
+        let facts = infer(loss(true, none), ins(), 2).unwrap();
+        assert_eq!(shapes(&facts), vec![dims("N,H,W"), dims("N,C,H,W")]);
+        let facts = infer(loss(false, tp::LossReduction::Mean), ins(), 1).unwrap();
+        assert_eq!(shapes(&facts), vec![dims("")]);
+        let no_weight = vec![f32s("N,5"), i64s("N"), In::Absent];
+        let facts = infer(loss(false, none), no_weight, 1).unwrap();
+        assert_eq!(shapes(&facts), vec![dims("N")]);
+    }
+
+    #[test]
+    fn mismatches_name_the_expected_dims() {
+        let none = tp::LossReduction::None;
+        let e = err(infer(
+            loss(false, none),
+            vec![f32s("N,C,W"), i64s("M,W")],
+            1,
+        ));
+        assert!(
+            e.contains("target has shape [M, W], expected [N, W]"),
+            "{e}"
+        );
+        let e = err(infer(
+            loss(false, none),
+            vec![f32s("N,C"), i64s("N"), f32s("5")],
+            1,
+        ));
+        assert!(e.contains("weight has shape [5], expected [C]"), "{e}");
+        assert!(err(infer(loss(false, none), vec![f32s("N"), i64s("N")], 1)).contains("rank ≥ 2"));
+    }
+
+    #[test]
+    fn fixed_shapes_give_what_the_kernel_parameters_give() {
+        // The same shape rule serves the lowering's fixed shapes.
+        let out = loss_dims(&dims("2,3,4"), &dims("2,4"), None, tp::LossReduction::None).unwrap();
+        assert_eq!(out, dims("2,4"));
+    }
+}

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis,
+};
+use crate::dim::{Dim, dims_of, fmt_dims};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, dispatch_dtype, impl_as_any};
@@ -74,8 +77,20 @@ fn subscripts(term: &str) -> R<Vec<Sub>> {
 /// Label ids: letters by their code, broadcast (ellipsis) dimension `j` as `1000 + j`.
 const ELLIPSIS_LABEL: u32 = 1000;
 
+/// An equation's labels: each operand's (one per dim), the output's, and every label
+/// in order of first appearance.
+struct Labels {
+    operands: Vec<Vec<u32>>,
+    out: Vec<u32>,
+    order: Vec<u32>,
+}
+
 impl Einsum {
-    fn params(&self, shapes: &[&[usize]]) -> R<(tp::Einsum, Vec<usize>)> {
+    /// Parses the equation against the operands' dims and finds each label's size: one
+    /// size where a label repeats, a size-1 dim broadcasting, and a symbol against a
+    /// known size taking the known one (the symbol must be it or 1 at run time, as in
+    /// [`super::broadcast_dims`]).
+    fn labels(&self, shapes: &[&[Dim]]) -> R<(Labels, BTreeMap<u32, Dim>)> {
         let eq: String = self
             .equation
             .chars()
@@ -109,9 +124,10 @@ impl Einsum {
             let has_ell = t.contains(&Sub::Ellipsis);
             if s.len() < letters || (!has_ell && s.len() != letters) {
                 return Err(format!(
-                    "Einsum equation `{}`: an operand of shape {s:?} does not match its \
+                    "Einsum equation `{}`: an operand of shape {} does not match its \
                      subscripts",
-                    self.equation
+                    self.equation,
+                    fmt_dims(s)
                 ));
             }
             let e = s.len() - letters;
@@ -136,19 +152,20 @@ impl Einsum {
             .map(|(t, &e)| expand(t, e))
             .collect();
         // Sizes, with broadcasting of 1.
-        let mut sizes: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut sizes: BTreeMap<u32, Dim> = BTreeMap::new();
         let mut order: Vec<u32> = Vec::new();
         for (ls, s) in labels.iter().zip(shapes) {
-            for (&l, &d) in ls.iter().zip(s.iter()) {
-                match sizes.get(&l).copied() {
+            for (&l, d) in ls.iter().zip(s.iter()) {
+                match sizes.get(&l) {
                     None => {
-                        sizes.insert(l, d);
+                        sizes.insert(l, d.clone());
                         order.push(l);
                     }
-                    Some(old) if old == d || d == 1 => {}
-                    Some(1) => {
-                        sizes.insert(l, d);
+                    Some(old) if old == d || d.is(1) => {}
+                    Some(old) if old.is(1) || (!old.is_known() && d.is_known()) => {
+                        sizes.insert(l, d.clone());
                     }
+                    Some(old) if old.is_known() && !d.is_known() => {}
                     Some(old) => {
                         return Err(format!(
                             "Einsum equation `{}`: a label has sizes {old} and {d}",
@@ -189,6 +206,46 @@ impl Einsum {
                 v
             }
         };
+        Ok((
+            Labels {
+                operands: labels,
+                out,
+                order,
+            },
+            sizes,
+        ))
+    }
+
+    /// The output dims.
+    fn out_dims(&self, shapes: &[&[Dim]]) -> R<Vec<Dim>> {
+        let (l, sizes) = self.labels(shapes)?;
+        l.out
+            .iter()
+            .map(|x| {
+                sizes
+                    .get(x)
+                    .cloned()
+                    .ok_or_else(|| "Einsum: an output label has no size".into())
+            })
+            .collect()
+    }
+
+    /// The kernel's parameters for operands of fixed `shapes`.
+    fn params(&self, shapes: &[&[usize]]) -> R<tp::Einsum> {
+        let dims: Vec<Vec<Dim>> = shapes.iter().map(|s| dims_of(s)).collect();
+        let refs: Vec<&[Dim]> = dims.iter().map(Vec::as_slice).collect();
+        let (
+            Labels {
+                operands: labels,
+                out,
+                order,
+            },
+            sym_sizes,
+        ) = self.labels(&refs)?;
+        let sizes = sym_sizes
+            .iter()
+            .map(|(&l, d)| Ok((l, d.to_usize().ok_or("Einsum: a size is not known")?)))
+            .collect::<R<BTreeMap<u32, usize>>>()?;
         let mut all = out.clone();
         all.extend(order.iter().copied().filter(|l| !out.contains(l)));
         if all.len() > tp::EINSUM_LABELS {
@@ -218,8 +275,7 @@ impl Einsum {
                 stride *= d;
             }
         }
-        let shape = out.iter().map(|l| sizes[l]).collect();
-        Ok((p, shape))
+        Ok(p)
     }
 }
 
@@ -237,13 +293,13 @@ impl Operator for Einsum {
                 ));
             }
         }
-        let shapes = cx.inputs().iter().map(|v| v.shape()).collect::<Vec<_>>();
-        Ok(vec![Fact::new(d, self.params(&shapes)?.1)])
+        let shapes: Vec<&[Dim]> = cx.inputs().iter().map(|v| v.dims()).collect();
+        Ok(vec![Fact::new(d, self.out_dims(&shapes)?)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let ins = cx.constants().ok_or("Einsum: operands not constant")?;
         let shapes: Vec<&[usize]> = ins.iter().map(|t| t.shape.as_slice()).collect();
-        let (p, _) = self.params(&shapes)?;
+        let p = self.params(&shapes)?;
         let n = outs[0].shape.iter().product();
         let data = dispatch_dtype!(outs[0].dtype, T => {
             let slices: Vec<&[T]> = ins.iter().map(|t| values::<T>(t)).collect::<R<_>>()?;
@@ -256,7 +312,7 @@ impl Operator for Einsum {
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let shapes = cx.inputs_shapes();
         let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
-        let (p, _) = self.params(&refs)?;
+        let p = self.params(&refs)?;
         let d = cx.dtype(0)?;
         let inputs = cx.operands()?;
         cx.typed(TypedCall::new("einsum", vec![d], &p).variadic(), inputs, 0)?;
@@ -323,10 +379,10 @@ pub struct ReverseSequence {
 }
 
 impl ReverseSequence {
-    fn params(&self, cx: &InferCx) -> R<tp::ReverseSequence> {
-        let s = cx.shape(0)?;
+    /// The batch and time axes, after checking input `s` and `sequence_lens` `lens`.
+    fn axes(&self, s: &[Dim], lens: &[Dim]) -> R<(usize, usize)> {
         if s.len() < 2 {
-            return Err(format!("input {s:?} must have rank ≥ 2"));
+            return Err(format!("input {} must have rank ≥ 2", fmt_dims(s)));
         }
         let b = normalize_axis(self.batch_axis, s.len())?;
         let t = normalize_axis(self.time_axis, s.len())?;
@@ -335,13 +391,19 @@ impl ReverseSequence {
                 "batch_axis {b} and time_axis {t} must be 0 and 1 in some order"
             ));
         }
-        if cx.shape(1)? != [s[b]] {
+        if lens != std::slice::from_ref(&s[b]) {
             return Err(format!(
-                "sequence_lens has shape {:?}, expected [{}]",
-                cx.shape(1)?,
+                "sequence_lens has shape {}, expected [{}]",
+                fmt_dims(lens),
                 s[b]
             ));
         }
+        Ok((b, t))
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::ReverseSequence> {
+        let s = cx.shape(0)?;
+        let (b, t) = self.axes(&dims_of(s), cx.dims(1)?)?;
         Ok(tp::ReverseSequence {
             rank: s.len(),
             shape: fixed(s, 1)?,
@@ -357,8 +419,9 @@ impl Operator for ReverseSequence {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         index_type(cx, 1, "sequence_lens")?;
-        self.params(cx)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.dims(0)?.to_vec())])
+        let xs = cx.dims(0)?;
+        self.axes(xs, cx.dims(1)?)?;
+        Ok(vec![Fact::new(cx.dtype(0)?, xs.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
@@ -390,22 +453,27 @@ impl Operator for ReverseSequence {
 #[derive(Debug, Clone)]
 pub struct Det;
 
+/// Det's output dims: the batch dims of `s` (`[.., n, n]`).
+fn det_dims(s: &[Dim]) -> R<Vec<Dim>> {
+    let r = s.len();
+    if r < 2 || s[r - 1] != s[r - 2] {
+        return Err(format!(
+            "Det input {} must end with two equal dimensions (square matrices)",
+            fmt_dims(s)
+        ));
+    }
+    Ok(s[..r - 2].to_vec())
+}
+
 impl Det {
-    fn params(&self, cx: &InferCx) -> R<(tp::Det, Vec<usize>)> {
+    fn params(&self, cx: &InferCx) -> R<tp::Det> {
         let s = cx.shape(0)?;
+        det_dims(&dims_of(s))?;
         let r = s.len();
-        if r < 2 || s[r - 1] != s[r - 2] {
-            return Err(format!(
-                "Det input {s:?} must end with two equal dimensions (square matrices)"
-            ));
-        }
-        Ok((
-            tp::Det {
-                batch: s[..r - 2].iter().product(),
-                n: s[r - 1],
-            },
-            s[..r - 2].to_vec(),
-        ))
+        Ok(tp::Det {
+            batch: s[..r - 2].iter().product(),
+            n: s[r - 1],
+        })
     }
 }
 
@@ -415,10 +483,10 @@ impl Operator for Det {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+        Ok(vec![Fact::new(d, det_dims(cx.dims(0)?)?)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
-        let (p, _) = self.params(cx)?;
+        let p = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let data = dispatch_data!(&x.data, v: T => {
             let mut out = vec![T::default(); p.batch];
@@ -429,7 +497,7 @@ impl Operator for Det {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let (p, _) = self.params(&cx.infer_cx())?;
+        let p = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         let call = TypedCall::new("det", vec![d], &p).inputs(vec![d]);
@@ -456,33 +524,49 @@ pub struct TensorScatter {
 }
 
 impl TensorScatter {
-    fn params(&self, cx: &InferCx) -> R<tp::TensorScatter> {
-        let cs = cx.shape(0)?;
-        let us = cx.shape(1)?;
+    /// The axis, after checking cache `cs`, update `us` and write indices `ws`: equal
+    /// dims except along the axis, where the update is at most the cache (checked when
+    /// both are known).
+    fn axis(&self, cs: &[Dim], us: &[Dim], ws: Option<&[Dim]>) -> R<usize> {
         let a = normalize_axis(self.axis, cs.len())?;
         if a == 0 {
             return Err("TensorScatter: axis must not be 0 (the batch axis)".into());
         }
         let fits = cs.len() == us.len()
-            && cs
-                .iter()
-                .zip(us)
-                .enumerate()
-                .all(|(i, (c, u))| if i == a { u <= c } else { u == c });
+            && cs.iter().zip(us).enumerate().all(|(i, (c, u))| {
+                if i != a {
+                    u == c
+                } else {
+                    match (u.known(), c.known()) {
+                        (Some(u), Some(c)) => u <= c,
+                        _ => true,
+                    }
+                }
+            });
         if !fits {
             return Err(format!(
-                "TensorScatter: update {us:?} does not fit cache {cs:?} along axis {a}"
+                "TensorScatter: update {} does not fit cache {} along axis {a}",
+                fmt_dims(us),
+                fmt_dims(cs)
             ));
         }
-        if let Some(w) = cx.opt(2)
-            && w.shape() != [cs[0]]
+        if let Some(ws) = ws
+            && ws != std::slice::from_ref(&cs[0])
         {
             return Err(format!(
-                "write_indices has shape {:?}, expected [{}]",
-                w.shape(),
+                "write_indices has shape {}, expected [{}]",
+                fmt_dims(ws),
                 cs[0]
             ));
         }
+        Ok(a)
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::TensorScatter> {
+        let cs = cx.shape(0)?;
+        let us = cx.shape(1)?;
+        let ws = cx.opt(2).map(|w| w.dims());
+        let a = self.axis(&dims_of(cs), &dims_of(us), ws)?;
         Ok(tp::TensorScatter {
             batch: cs[0],
             mid: cs[1..a].iter().product(),
@@ -509,8 +593,9 @@ impl Operator for TensorScatter {
         if cx.opt(2).is_some() {
             index_type(cx, 2, "write_indices")?;
         }
-        self.params(cx)?;
-        Ok(vec![Fact::new(d, cx.dims(0)?.to_vec())])
+        let cs = cx.dims(0)?;
+        self.axis(cs, cx.dims(1)?, cx.opt(2).map(|w| w.dims()))?;
+        Ok(vec![Fact::new(d, cs.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let p = self.params(cx)?;
@@ -612,12 +697,13 @@ pub struct Dft {
 }
 
 impl Dft {
-    fn params(&self, cx: &InferCx) -> R<(tp::Dft, Vec<usize>)> {
-        let s = cx.shape(0)?;
+    /// The axis, the transform length and the output dims over input dims `s`.
+    fn geometry(&self, cx: &InferCx, s: &[Dim]) -> R<(usize, Dim, Vec<Dim>)> {
         let r = s.len();
-        if r < 2 || !(s[r - 1] == 1 || s[r - 1] == 2) {
+        if r < 2 || !(s[r - 1].is(1) || s[r - 1].is(2)) {
             return Err(format!(
-                "DFT input {s:?} must have rank ≥ 2 and end in 1 (real) or 2 (complex)"
+                "DFT input {} must have rank ≥ 2 and end in 1 (real) or 2 (complex)",
+                fmt_dims(s)
             ));
         }
         let axis = match self.axis {
@@ -628,37 +714,60 @@ impl Dft {
         let a = normalize_axis(axis, r)?;
         if a == r - 1 {
             return Err(format!(
-                "DFT axis {axis} is the last (complex) dimension of {s:?}"
+                "DFT axis {axis} is the last (complex) dimension of {}",
+                fmt_dims(s)
             ));
         }
-        let n = s[a];
+        let n = &s[a];
         let length = if cx.opt(1).is_some() {
+            // A constant: its value sets the output's length.
             let l = const_int(cx, 1, "dft_length")?;
             if l < 1 {
                 return Err(format!("dft_length {l} must be positive"));
             }
-            l as usize
+            Dim::from(l)
         } else if self.inverse && self.onesided {
-            2 * n.saturating_sub(1)
+            match n.to_usize() {
+                Some(n) => Dim::from(2 * n.saturating_sub(1)),
+                None => (n.clone() - 1usize) * 2,
+            }
         } else {
-            n
+            n.clone()
         };
-        if length == 0 {
-            return Err(format!("DFT of {s:?} along axis {a} has length 0"));
+        if length.is(0) {
+            return Err(format!(
+                "DFT of {} along axis {a} has length 0",
+                fmt_dims(s)
+            ));
         }
-        let p = tp::Dft {
+        // As `tp::Dft::out_len` and `out_complex`.
+        let mut out = s.to_vec();
+        out[a] = if self.onesided && !self.inverse {
+            length.div_floor(2) + 1
+        } else {
+            length.clone()
+        };
+        out[r - 1] = Dim::from(if self.onesided && self.inverse {
+            1usize
+        } else {
+            2
+        });
+        Ok((a, length, out))
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::Dft> {
+        let s = cx.shape(0)?;
+        let r = s.len();
+        let (a, length, _) = self.geometry(cx, &dims_of(s))?;
+        Ok(tp::Dft {
             outer: s[..a].iter().product(),
-            n,
+            n: s[a],
             inner: s[a + 1..r - 1].iter().product(),
             in_complex: s[r - 1] == 2,
-            length,
+            length: length.to_usize().ok_or("DFT length is not known")?,
             inverse: self.inverse,
             onesided: self.onesided,
-        };
-        let mut shape = s.to_vec();
-        shape[a] = p.out_len();
-        shape[r - 1] = if p.out_complex() { 2 } else { 1 };
-        Ok((p, shape))
+        })
     }
 }
 
@@ -668,10 +777,10 @@ impl Operator for Dft {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+        Ok(vec![Fact::new(d, self.geometry(cx, cx.dims(0)?)?.2)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
-        let (p, _) = self.params(cx)?;
+        let p = self.params(cx)?;
         let x = cx.constant(0, "input")?;
         let n = outs[0].shape.iter().product();
         let data = dispatch_data!(&x.data, v: T => {
@@ -682,7 +791,7 @@ impl Operator for Dft {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let (p, _) = self.params(&cx.infer_cx())?;
+        let p = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         cx.typed(
@@ -700,36 +809,45 @@ pub struct Stft {
     pub onesided: bool,
 }
 
+/// STFT's frame step, frame length and output dims `[batch, frames, bins, 2]`.
+struct StftGeometry {
+    step: usize,
+    frame_len: Dim,
+    out: Vec<Dim>,
+}
+
 impl Stft {
-    fn params(&self, cx: &InferCx) -> R<(tp::Stft, Vec<usize>)> {
-        let s = cx.shape(0)?;
-        if s.len() != 3 || !(s[2] == 1 || s[2] == 2) {
+    /// The geometry over signal dims `s` (frame step and an explicit frame length are
+    /// constants: their values set output dims).
+    fn geometry(&self, cx: &InferCx, s: &[Dim]) -> R<StftGeometry> {
+        if s.len() != 3 || !(s[2].is(1) || s[2].is(2)) {
             return Err(format!(
-                "STFT signal {s:?} must be [batch, length, 1 (real) or 2 (complex)]"
+                "STFT signal {} must be [batch, length, 1 (real) or 2 (complex)]",
+                fmt_dims(s)
             ));
         }
         let step = const_int(cx, 1, "frame_step")?;
         if step < 1 {
             return Err(format!("frame_step {step} must be positive"));
         }
-        let window = cx.opt(2).map(|w| w.shape().to_vec());
-        if let Some(w) = &window
+        let window = cx.opt(2).map(|w| w.dims());
+        if let Some(w) = window
             && w.len() != 1
         {
-            return Err(format!("STFT window {w:?} must have rank 1"));
+            return Err(format!("STFT window {} must have rank 1", fmt_dims(w)));
         }
         let frame_len = if cx.opt(3).is_some() {
             let l = const_int(cx, 3, "frame_length")?;
             if l < 1 {
                 return Err(format!("frame_length {l} must be positive"));
             }
-            l as usize
-        } else if let Some(w) = &window {
-            w[0]
+            Dim::from(l)
+        } else if let Some(w) = window {
+            w[0].clone()
         } else {
-            s[1]
+            s[1].clone()
         };
-        if let Some(w) = &window
+        if let Some(w) = window
             && w[0] != frame_len
         {
             return Err(format!(
@@ -737,29 +855,41 @@ impl Stft {
                 w[0]
             ));
         }
-        if frame_len == 0 || frame_len > s[1] {
+        // At most the signal length: checked where both are known.
+        let too_long = matches!((frame_len.known(), s[1].known()), (Some(f), Some(l)) if f > l);
+        if frame_len.is(0) || too_long {
             return Err(format!(
                 "STFT frame_length {frame_len} must be in 1..={} (the signal length)",
                 s[1]
             ));
         }
         let step = step as usize;
-        let frames = (s[1] - frame_len) / step + 1;
+        let frames = (s[1].clone() - frame_len.clone()).div_floor(step as u64) + 1;
         let bins = if self.onesided {
-            frame_len / 2 + 1
+            frame_len.div_floor(2) + 1
         } else {
-            frame_len
+            frame_len.clone()
         };
-        let p = tp::Stft {
+        Ok(StftGeometry {
+            step,
+            frame_len,
+            out: vec![s[0].clone(), frames, bins, Dim::from(2usize)],
+        })
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::Stft> {
+        let s = cx.shape(0)?;
+        let g = self.geometry(cx, &dims_of(s))?;
+        let known = |d: &Dim| d.to_usize().ok_or("STFT: a size is not known");
+        Ok(tp::Stft {
             batch: s[0],
             signal_len: s[1],
             in_complex: s[2] == 2,
-            frames,
-            step,
-            frame_len,
-            bins,
-        };
-        Ok((p, vec![s[0], frames, bins, 2]))
+            frames: known(&g.out[1])?,
+            step: g.step,
+            frame_len: known(&g.frame_len)?,
+            bins: known(&g.out[2])?,
+        })
     }
 }
 
@@ -777,10 +907,10 @@ impl Operator for Stft {
                 w.dtype
             ));
         }
-        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+        Ok(vec![Fact::new(d, self.geometry(cx, cx.dims(0)?)?.out)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
-        let (p, _) = self.params(cx)?;
+        let p = self.params(cx)?;
         let x = cx.constant(0, "signal")?;
         let w = cx.opt_constant(2);
         let n = outs[0].shape.iter().product();
@@ -796,7 +926,7 @@ impl Operator for Stft {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let (p, _) = self.params(&cx.infer_cx())?;
+        let p = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         let w = if cx.opt(2).is_some() {
@@ -1111,3 +1241,166 @@ pub const OPS: &[OpDef] = &[
         },
     },
 ];
+
+#[cfg(test)]
+mod dims_tests {
+    use super::*;
+    use crate::ops::index::dims_tests::{In, dims, err, f32s, i64s, infer, int_const, one};
+
+    fn einsum(eq: &str) -> Einsum {
+        Einsum {
+            equation: eq.into(),
+        }
+    }
+
+    #[test]
+    fn einsum_sizes_follow_labels_across_operands() {
+        let out = one(infer(
+            einsum("bij,bjk->bik"),
+            vec![f32s("B,M,K"), f32s("B,K,N")],
+            1,
+        ));
+        assert_eq!(out, dims("B,M,N"));
+        // Implicit output: the ellipsis, then the letters seen once, sorted.
+        let out = one(infer(
+            einsum("...ij,jk"),
+            vec![f32s("N,S,4,8"), f32s("8,H")],
+            1,
+        ));
+        assert_eq!(out, dims("N,S,4,H"));
+        // A size-1 dim broadcasts; a symbol against a known size takes the known one.
+        let out = one(infer(
+            einsum("ij,ij->ij"),
+            vec![f32s("1,W"), f32s("N,3")],
+            1,
+        ));
+        assert_eq!(out, dims("N,3"));
+        let e = err(infer(
+            einsum("ij,jk->ik"),
+            vec![f32s("M,K"), f32s("L,N")],
+            1,
+        ));
+        assert!(e.contains("a label has sizes K and L"), "{e}");
+        let e = err(infer(einsum("ij->ij"), vec![f32s("N,3,4")], 1));
+        assert!(e.contains("operand of shape [N, 3, 4]"), "{e}");
+    }
+
+    #[test]
+    fn einsum_out_dims_match_the_kernel_parameters_on_fixed_shapes() {
+        let op = einsum("bij,bjk->bik");
+        let (a, b) = ([2usize, 3, 4], [2usize, 4, 5]);
+        let out = op.out_dims(&[&dims_of(&a), &dims_of(&b)]).unwrap();
+        let p = op.params(&[&a, &b]).unwrap();
+        let from_params: Vec<usize> = p.sizes[..p.n_out].to_vec();
+        assert_eq!(out, dims_of(&from_params));
+    }
+
+    #[test]
+    fn reverse_sequence_det_tensor_scatter() {
+        let rs = ReverseSequence {
+            batch_axis: 1,
+            time_axis: 0,
+        };
+        let out = one(infer(rs.clone(), vec![f32s("T,B,C"), i64s("B")], 1));
+        assert_eq!(out, dims("T,B,C"));
+        let e = err(infer(rs, vec![f32s("T,B,C"), i64s("T")], 1));
+        assert!(
+            e.contains("sequence_lens has shape [T], expected [B]"),
+            "{e}"
+        );
+
+        assert_eq!(one(infer(Det, vec![f32s("N,K,K")], 1)), dims("N"));
+        let e = err(infer(Det, vec![f32s("N,K,3")], 1));
+        assert!(e.contains("[N, K, 3] must end with two equal"), "{e}");
+
+        let ts = TensorScatter {
+            circular: false,
+            axis: -2,
+        };
+        let ins = vec![f32s("B,H,M,D"), f32s("B,H,S,D"), i64s("B")];
+        assert_eq!(one(infer(ts.clone(), ins, 1)), dims("B,H,M,D"));
+        // Along the axis the update may be shorter: checked once both are known.
+        let ins = vec![f32s("B,H,4,D"), f32s("B,H,5,D"), In::Absent];
+        assert!(err(infer(ts.clone(), ins, 1)).contains("does not fit cache"));
+        let ins = vec![f32s("B,H,M,D"), f32s("B,G,S,D"), In::Absent];
+        assert!(err(infer(ts, ins, 1)).contains("update [B, G, S, D] does not fit"));
+    }
+
+    #[test]
+    fn dft_and_stft_over_symbolic_lengths() {
+        let dft = |inverse, onesided| Dft {
+            inverse,
+            onesided,
+            axis: Some(1),
+        };
+        let out = one(infer(dft(false, true), vec![f32s("N,L,1")], 1));
+        assert_eq!(
+            out,
+            vec![Dim::sym("N"), Dim::sym("L").div_floor(2) + 1, 2usize.into()]
+        );
+        let out = one(infer(dft(true, true), vec![f32s("N,L,2")], 1));
+        assert_eq!(
+            out,
+            vec![Dim::sym("N"), (Dim::sym("L") - 1usize) * 2, 1usize.into()]
+        );
+        let len = int_const(vec![], vec![16]);
+        let out = one(infer(dft(false, false), vec![f32s("N,L,2"), len], 1));
+        assert_eq!(out, dims("N,16,2"));
+        let e = err(infer(dft(false, false), vec![f32s("N,L,C")], 1));
+        assert!(e.contains("end in 1 (real) or 2 (complex)"), "{e}");
+        // The fixed case agrees with the kernel's out_len.
+        let s = [3usize, 10, 1];
+        let op = dft(false, true);
+        let g = infer(op, vec![f32s("3,10,1")], 1).unwrap();
+        let p = tp::Dft {
+            outer: 3,
+            n: s[1],
+            inner: 1,
+            in_complex: false,
+            length: 10,
+            inverse: false,
+            onesided: true,
+        };
+        assert_eq!(g[0].shape, dims_of(&[3, p.out_len(), 2]));
+
+        let stft = Stft { onesided: true };
+        let step = || int_const(vec![], vec![4]);
+        let ins = vec![
+            f32s("N,L,1"),
+            step(),
+            In::Absent,
+            int_const(vec![], vec![8]),
+        ];
+        let out = one(infer(stft.clone(), ins, 1));
+        let frames = (Dim::sym("L") - 8usize).div_floor(4) + 1;
+        assert_eq!(
+            out,
+            vec![Dim::sym("N"), frames, 5usize.into(), 2usize.into()]
+        );
+        // The frame length from a window of symbolic length.
+        let ins = vec![f32s("N,20,1"), step(), f32s("W")];
+        let w = Dim::sym("W");
+        let want = vec![
+            Dim::sym("N"),
+            (Dim::from(20usize) - w.clone()).div_floor(4) + 1,
+            w.div_floor(2) + 1,
+            2usize.into(),
+        ];
+        assert_eq!(one(infer(stft.clone(), ins, 1)), want);
+        let ins = vec![
+            f32s("N,20,1"),
+            step(),
+            f32s("W"),
+            int_const(vec![], vec![8]),
+        ];
+        let e = err(infer(stft.clone(), ins, 1));
+        assert!(e.contains("window has W samples, frame_length is 8"), "{e}");
+        let ins = vec![
+            f32s("N,6,1"),
+            step(),
+            In::Absent,
+            int_const(vec![], vec![8]),
+        ];
+        assert!(err(infer(stft, ins, 1)).contains("must be in 1..=6"));
+    }
+}

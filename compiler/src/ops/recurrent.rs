@@ -9,6 +9,7 @@ use kiln_runtime::typed::{self, params as tp};
 use tp::{RnnActivation as Act, RnnDirection};
 
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types};
+use crate::dim::{Dim, fmt_dims};
 use crate::impl_as_any;
 use crate::lower::{Operand, TypedCall};
 use crate::tensor::{DType, Data, Scalar, Tensor};
@@ -68,7 +69,17 @@ pub struct Recurrent {
     pub linear_before_reset: bool,
 }
 
-/// The dimensions of one node.
+/// The dimensions of one node, symbolic where its inputs' are.
+#[derive(Debug, Clone, PartialEq)]
+struct SymDims {
+    seq: Dim,
+    batch: Dim,
+    input: Dim,
+    hidden: Dim,
+    dirs: usize,
+}
+
+/// The dimensions of one node, as the kernels take them.
 #[derive(Debug, Clone, Copy)]
 struct Dims {
     seq: usize,
@@ -196,20 +207,24 @@ fn parse(cx: &ParseCx, cell: Cell) -> R<super::Op> {
 }
 
 impl Recurrent {
-    fn dims(&self, cx: &InferCx) -> R<Dims> {
+    /// The node's dimensions over its inputs' dims, after checking every operand.
+    fn sym_dims(&self, cx: &InferCx) -> R<SymDims> {
         let name = self.cell.name();
-        let xs = cx.shape(0)?;
-        let ws = cx.shape(1)?;
-        let rs = cx.shape(2)?;
+        let xs = cx.dims(0)?;
+        let ws = cx.dims(1)?;
+        let rs = cx.dims(2)?;
         if xs.len() != 3 || ws.len() != 3 || rs.len() != 3 {
             return Err(format!(
-                "{name}: X {xs:?}, W {ws:?}, R {rs:?} must all have rank 3"
+                "{name}: X {}, W {}, R {} must all have rank 3",
+                fmt_dims(xs),
+                fmt_dims(ws),
+                fmt_dims(rs)
             ));
         }
         let (seq, batch) = if self.layout == 0 {
-            (xs[0], xs[1])
+            (xs[0].clone(), xs[1].clone())
         } else {
-            (xs[1], xs[0])
+            (xs[1].clone(), xs[0].clone())
         };
         let dirs = if self.direction == RnnDirection::Bidirectional {
             2
@@ -218,48 +233,61 @@ impl Recurrent {
         };
         let g = self.cell.gates();
         let hidden = match self.hidden_size {
-            Some(h) => h,
-            None => rs[2],
+            Some(h) => Dim::from(h),
+            None => rs[2].clone(),
         };
-        let input = xs[2];
-        let want_w = [dirs, g * hidden, input];
-        let want_r = [dirs, g * hidden, hidden];
-        if ws != want_w || rs != want_r {
+        let input = xs[2].clone();
+        let d = Dim::from(dirs);
+        let want_w = vec![d.clone(), hidden.clone() * g, input.clone()];
+        let want_r = vec![d.clone(), hidden.clone() * g, hidden.clone()];
+        if ws != want_w.as_slice() || rs != want_r.as_slice() {
             return Err(format!(
-                "{name}: W {ws:?} and R {rs:?}, expected {want_w:?} and {want_r:?}"
+                "{name}: W {} and R {}, expected {} and {}",
+                fmt_dims(ws),
+                fmt_dims(rs),
+                fmt_dims(&want_w),
+                fmt_dims(&want_r)
             ));
         }
         let state = if self.layout == 0 {
-            [dirs, batch, hidden]
+            [d.clone(), batch.clone(), hidden.clone()]
         } else {
-            [batch, dirs, hidden]
+            [batch.clone(), d.clone(), hidden.clone()]
         };
-        let check = |i: usize, what: &str, want: &[usize]| -> R<()> {
+        let check = |i: usize, what: &str, want: &[Dim]| -> R<()> {
             match cx.opt(i) {
-                Some(v) if v.shape() != want => Err(format!(
-                    "{name}: {what} has shape {:?}, expected {want:?}",
-                    v.shape()
+                Some(v) if v.dims() != want => Err(format!(
+                    "{name}: {what} has shape {}, expected {}",
+                    fmt_dims(v.dims()),
+                    fmt_dims(want)
                 )),
                 _ => Ok(()),
             }
         };
-        check(3, "B", &[dirs, 2 * g * hidden])?;
+        check(3, "B", &[d.clone(), hidden.clone() * (2 * g)])?;
         check(5, "initial_h", &state)?;
         if self.cell == Cell::Lstm {
             check(6, "initial_c", &state)?;
-            check(7, "P", &[dirs, 3 * hidden])?;
+            check(7, "P", &[d, hidden.clone() * 3])?;
         }
-        // sequence_lens: absent, or constant and full.
+        // sequence_lens: absent, or constant and full. Comparing its values with the
+        // sequence length and batch needs both known.
         if cx.opt(4).is_some() {
             let lens = cx.constant(4, "sequence lengths")?.as_i64();
-            if lens.len() != batch || lens.iter().any(|&l| l != seq as i64) {
+            let (Some(seq_n), Some(batch_n)) = (seq.known(), batch.to_usize()) else {
+                return Err(format!(
+                    "{name}: sequence_lens is given, so the sequence length ({seq}) and batch \
+                     ({batch}) must be known at compile time (only full lengths are supported)"
+                ));
+            };
+            if lens.len() != batch_n || lens.iter().any(|&l| l != seq_n) {
                 return Err(format!(
                     "{name}: sequence_lens {lens:?}: only full lengths ({seq} for each of the \
                      {batch} batch entries) are supported"
                 ));
             }
         }
-        Ok(Dims {
+        Ok(SymDims {
             seq,
             batch,
             input,
@@ -268,16 +296,35 @@ impl Recurrent {
         })
     }
 
-    fn shapes(&self, d: &Dims) -> (Vec<usize>, Vec<usize>) {
+    /// The kernels' dimensions (every input's shape is fixed where they are used).
+    fn dims(&self, cx: &InferCx) -> R<Dims> {
+        let s = self.sym_dims(cx)?;
+        let known = |d: &Dim, what: &str| {
+            d.to_usize()
+                .ok_or_else(|| format!("{}: the {what} {d} must be known", self.cell.name()))
+        };
+        Ok(Dims {
+            seq: known(&s.seq, "sequence length")?,
+            batch: known(&s.batch, "batch")?,
+            input: known(&s.input, "input size")?,
+            hidden: known(&s.hidden, "hidden size")?,
+            dirs: s.dirs,
+        })
+    }
+
+    /// The dims of `Y` and of `Y_h` / `Y_c`.
+    fn shapes(&self, d: &SymDims) -> (Vec<Dim>, Vec<Dim>) {
+        let dirs = Dim::from(d.dirs);
+        let (seq, batch, hidden) = (d.seq.clone(), d.batch.clone(), d.hidden.clone());
         if self.layout == 0 {
             (
-                vec![d.seq, d.dirs, d.batch, d.hidden],
-                vec![d.dirs, d.batch, d.hidden],
+                vec![seq, dirs.clone(), batch.clone(), hidden.clone()],
+                vec![dirs, batch, hidden],
             )
         } else {
             (
-                vec![d.batch, d.seq, d.dirs, d.hidden],
-                vec![d.batch, d.dirs, d.hidden],
+                vec![batch.clone(), seq, dirs.clone(), hidden.clone()],
+                vec![batch, dirs, hidden],
             )
         }
     }
@@ -454,7 +501,7 @@ impl Operator for Recurrent {
                 ));
             }
         }
-        let d = self.dims(cx)?;
+        let d = self.sym_dims(cx)?;
         let (y, h) = self.shapes(&d);
         let mut facts = vec![Fact::new(dt, y), Fact::new(dt, h.clone())];
         if self.cell == Cell::Lstm {
@@ -544,3 +591,87 @@ pub const OPS: &[OpDef] = &[
         parse: |cx| parse(cx, Cell::Rnn),
     },
 ];
+
+#[cfg(test)]
+mod dims_tests {
+    use super::*;
+    use crate::ops::index::dims_tests::{In, dims, err, f32s, infer, int_const, shapes};
+
+    fn op(cell: Cell, direction: RnnDirection, layout: u8) -> Recurrent {
+        Recurrent {
+            cell,
+            hidden_size: None,
+            direction,
+            layout,
+            activations: cell
+                .default_activations()
+                .iter()
+                .map(|_| Act::Tanh)
+                .collect(),
+            clip: None,
+            input_forget: false,
+            linear_before_reset: false,
+        }
+    }
+
+    #[test]
+    fn sequence_and_batch_stay_symbolic() {
+        // LSTM, forward, hidden 5 (from R), input 3.
+        let ins = vec![f32s("T,N,3"), f32s("1,20,3"), f32s("1,20,5"), f32s("1,40")];
+        let facts = infer(op(Cell::Lstm, RnnDirection::Forward, 0), ins, 3).unwrap();
+        assert_eq!(
+            shapes(&facts),
+            vec![dims("T,1,N,5"), dims("1,N,5"), dims("1,N,5")]
+        );
+        // GRU, bidirectional, batch first.
+        let ins = vec![
+            f32s("N,T,4"),
+            f32s("2,6,4"),
+            f32s("2,6,2"),
+            In::Absent,
+            In::Absent,
+            f32s("N,2,2"),
+        ];
+        let facts = infer(op(Cell::Gru, RnnDirection::Bidirectional, 1), ins, 2).unwrap();
+        assert_eq!(shapes(&facts), vec![dims("N,T,2,2"), dims("N,2,2")]);
+    }
+
+    #[test]
+    fn operand_shapes_are_checked_over_dims() {
+        let rnn = || op(Cell::Rnn, RnnDirection::Forward, 0);
+        let ins = vec![
+            f32s("T,N,3"),
+            f32s("1,4,3"),
+            f32s("1,4,4"),
+            In::Absent,
+            In::Absent,
+            f32s("1,M,4"),
+        ];
+        let e = err(infer(rnn(), ins, 2));
+        assert!(
+            e.contains("initial_h has shape [1, M, 4], expected [1, N, 4]"),
+            "{e}"
+        );
+        let ins = vec![f32s("T,N,I"), f32s("1,4,3"), f32s("1,4,4")];
+        let e = err(infer(rnn(), ins, 2));
+        assert!(e.contains("expected [1, 4, I] and [1, 4, 4]"), "{e}");
+        // Full sequence lengths can only be checked against known dims.
+        let lens = || int_const(vec![2], vec![7, 7]);
+        let ins = vec![
+            f32s("T,2,3"),
+            f32s("1,4,3"),
+            f32s("1,4,4"),
+            In::Absent,
+            lens(),
+        ];
+        assert!(err(infer(rnn(), ins, 2)).contains("must be known at compile time"));
+        let ins = vec![
+            f32s("7,2,3"),
+            f32s("1,4,3"),
+            f32s("1,4,4"),
+            In::Absent,
+            lens(),
+        ];
+        assert_eq!(shapes(&infer(rnn(), ins, 2).unwrap())[0], dims("7,1,2,4"));
+    }
+}

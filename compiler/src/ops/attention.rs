@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use crate::dim::{Dim, fmt_dims};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -36,13 +37,9 @@ pub struct Attention {
     pub right_window: i64,
 }
 
-/// The resolved geometry: kernel parameters and output shapes.
+/// The kernel parameters and the element types of Q and V.
 struct Plan {
     p: tp::Attention,
-    y: Vec<usize>,
-    present_key: Vec<usize>,
-    present_value: Vec<usize>,
-    qk: Vec<usize>,
     q: DType,
     v: DType,
 }
@@ -67,32 +64,83 @@ fn heads(attr: Option<i64>, name: &str) -> R<usize> {
     }
 }
 
-/// `hidden / heads`, which must divide.
-fn per_head(hidden: usize, heads: usize, what: &str) -> R<usize> {
-    if heads == 0 || !hidden.is_multiple_of(heads) {
-        return Err(format!(
-            "{what} hidden size {hidden} is not a multiple of its {heads} heads"
-        ));
+/// The geometry of one node over its inputs' dims (symbolic where they are).
+#[derive(Debug, Clone)]
+struct Geometry {
+    batch: Dim,
+    q_heads: Dim,
+    kv_heads: Dim,
+    q_len: Dim,
+    kv_len: Dim,
+    past: Dim,
+    /// Head sizes of Q/K and of V.
+    d: Dim,
+    dv: Dim,
+    rank: usize,
+}
+
+impl Geometry {
+    fn total(&self) -> Dim {
+        self.past.clone() + self.kv_len.clone()
     }
-    Ok(hidden / heads)
+
+    /// The dims of `Y`, `present_key`, `present_value` and `qk_matmul_output`.
+    fn out_dims(&self) -> [Vec<Dim>; 4] {
+        let g = self.clone();
+        let total = self.total();
+        let y = if self.rank == 3 {
+            vec![
+                g.batch.clone(),
+                g.q_len.clone(),
+                g.q_heads.clone() * g.dv.clone(),
+            ]
+        } else {
+            vec![
+                g.batch.clone(),
+                g.q_heads.clone(),
+                g.q_len.clone(),
+                g.dv.clone(),
+            ]
+        };
+        [
+            y,
+            vec![g.batch.clone(), g.kv_heads.clone(), total.clone(), g.d],
+            vec![g.batch.clone(), g.kv_heads, total.clone(), g.dv],
+            vec![g.batch, g.q_heads, g.q_len, total],
+        ]
+    }
+}
+
+/// `hidden / heads`, which must divide (a symbolic hidden size must be a known multiple
+/// term by term, `3*E / 3 = E`).
+fn per_head_dims(hidden: &Dim, heads: usize, what: &str) -> R<Dim> {
+    hidden.div_exact(&Dim::from(heads)).ok_or_else(|| {
+        format!("{what} hidden size {hidden} is not a multiple of its {heads} heads")
+    })
 }
 
 impl Attention {
-    fn plan(&self, cx: &InferCx) -> R<Plan> {
+    /// Element types of Q and V, and the geometry, after checking every operand's type
+    /// and dims (equal dims compared as expressions; sizes that must divide or bound
+    /// each other checked where known).
+    fn geometry(&self, cx: &InferCx) -> R<(DType, DType, Geometry)> {
         let qt = cx.check_type(Q, Types::Float)?;
         let kt = cx.dtype(K)?;
         if kt != qt {
             return Err(format!("K has element type {kt}, expected Q's {qt}"));
         }
         let vt = cx.check_type(V, Types::Float)?;
-        let (qs, ks, vs) = (cx.shape(Q)?, cx.shape(K)?, cx.shape(V)?);
+        let (qs, ks, vs) = (cx.dims(Q)?, cx.dims(K)?, cx.dims(V)?);
         let rank = qs.len();
         if rank != 3 && rank != 4 || ks.len() != rank || vs.len() != rank {
             return Err(format!(
-                "Q, K and V must all be 3-D or all 4-D, got {qs:?}, {ks:?}, {vs:?}"
+                "Q, K and V must all be 3-D or all 4-D, got {}, {}, {}",
+                fmt_dims(qs),
+                fmt_dims(ks),
+                fmt_dims(vs)
             ));
         }
-        let batch = qs[0];
+        let batch = qs[0].clone();
         if ks[0] != batch || vs[0] != batch {
             return Err(format!(
                 "Q, K and V have batch sizes {}, {}, {}; expected equal",
@@ -101,43 +149,48 @@ impl Attention {
         }
         let (q_heads, kv_heads, q_len, kv_len, d, dk, dv);
         if rank == 3 {
-            q_heads = heads(self.q_num_heads, "q_num_heads")?;
-            kv_heads = heads(self.kv_num_heads, "kv_num_heads")?;
-            (q_len, kv_len) = (qs[1], ks[1]);
-            d = per_head(qs[2], q_heads, "Q")?;
-            dk = per_head(ks[2], kv_heads, "K")?;
-            dv = per_head(vs[2], kv_heads, "V")?;
+            let (qh, kvh) = (
+                heads(self.q_num_heads, "q_num_heads")?,
+                heads(self.kv_num_heads, "kv_num_heads")?,
+            );
+            (q_heads, kv_heads) = (Dim::from(qh), Dim::from(kvh));
+            (q_len, kv_len) = (qs[1].clone(), ks[1].clone());
+            d = per_head_dims(&qs[2], qh, "Q")?;
+            dk = per_head_dims(&ks[2], kvh, "K")?;
+            dv = per_head_dims(&vs[2], kvh, "V")?;
         } else {
             if self.opset >= 25 && (self.q_num_heads.is_some() || self.kv_num_heads.is_some()) {
                 return Err(
                     "q_num_heads and kv_num_heads must not be given with 4-D inputs".into(),
                 );
             }
-            (q_heads, kv_heads) = (qs[1], ks[1]);
+            (q_heads, kv_heads) = (qs[1].clone(), ks[1].clone());
             for (name, attr, have) in [
-                ("q_num_heads", self.q_num_heads, q_heads),
-                ("kv_num_heads", self.kv_num_heads, kv_heads),
+                ("q_num_heads", self.q_num_heads, &q_heads),
+                ("kv_num_heads", self.kv_num_heads, &kv_heads),
             ] {
-                if attr.is_some_and(|a| a != have as i64) {
-                    return Err(format!(
-                        "{name} is {attr:?} but the 4-D input has {have} heads"
-                    ));
+                if let Some(a) = attr
+                    && !have.is(a)
+                {
+                    return Err(format!("{name} is {a} but the 4-D input has {have} heads"));
                 }
             }
             if vs[1] != kv_heads {
                 return Err(format!("V has {} heads, expected K's {kv_heads}", vs[1]));
             }
-            (q_len, kv_len) = (qs[2], ks[2]);
-            (d, dk, dv) = (qs[3], ks[3], vs[3]);
+            (q_len, kv_len) = (qs[2].clone(), ks[2].clone());
+            (d, dk, dv) = (qs[3].clone(), ks[3].clone(), vs[3].clone());
         }
         if dk != d {
             return Err(format!("K's head size {dk} differs from Q's {d}"));
         }
-        let v_len = if rank == 3 { vs[1] } else { vs[2] };
-        if v_len != kv_len {
+        let v_len = if rank == 3 { &vs[1] } else { &vs[2] };
+        if *v_len != kv_len {
             return Err(format!("V has {v_len} positions, expected K's {kv_len}"));
         }
-        if kv_heads == 0 || q_heads % kv_heads != 0 {
+        if kv_heads.is(0)
+            || matches!((q_heads.known(), kv_heads.known()), (Some(q), Some(k)) if q % k != 0)
+        {
             return Err(format!(
                 "{q_heads} query heads are not a multiple of {kv_heads} key/value heads"
             ));
@@ -145,7 +198,7 @@ impl Attention {
 
         // The cache.
         let past = match (cx.opt(PAST_KEY), cx.opt(PAST_VALUE)) {
-            (None, None) => 0,
+            (None, None) => Dim::from(0usize),
             (Some(pk), Some(pv)) => {
                 if pk.dtype != qt || pv.dtype != vt {
                     return Err(format!(
@@ -153,68 +206,129 @@ impl Attention {
                         pk.dtype, pv.dtype
                     ));
                 }
-                let (pks, pvs) = (pk.shape(), pv.shape());
+                let (pks, pvs) = (pk.dims(), pv.dims());
                 if pks.len() != 4 || pks[0] != batch || pks[1] != kv_heads || pks[3] != d {
                     return Err(format!(
-                        "past_key has shape {pks:?}, expected [{batch}, {kv_heads}, past, {d}]"
+                        "past_key has shape {}, expected [{batch}, {kv_heads}, past, {d}]",
+                        fmt_dims(pks)
                     ));
                 }
-                if pvs != [batch, kv_heads, pks[2], dv] {
+                let want = [batch.clone(), kv_heads.clone(), pks[2].clone(), dv.clone()];
+                if pvs != want {
                     return Err(format!(
-                        "past_value has shape {pvs:?}, expected [{batch}, {kv_heads}, {}, {dv}]",
-                        pks[2]
+                        "past_value has shape {}, expected {}",
+                        fmt_dims(pvs),
+                        fmt_dims(&want)
                     ));
                 }
-                pks[2]
+                pks[2].clone()
             }
             _ => return Err("past_key and past_value must be given together".into()),
         };
-        let total = past + kv_len;
+        let total = past.clone() + kv_len.clone();
 
-        let nonpad = match cx.opt(NONPAD) {
-            None => false,
-            Some(n) => {
-                if n.dtype != DType::I64 || n.shape() != [batch] {
-                    return Err(format!(
-                        "nonpad_kv_seqlen is {} {:?}, expected int64 [{batch}]",
-                        n.dtype,
-                        n.shape()
-                    ));
-                }
-                if cx.opt(PAST_KEY).is_some() {
-                    return Err(
-                        "nonpad_kv_seqlen cannot be combined with past_key/past_value".into(),
-                    );
-                }
-                true
+        if let Some(n) = cx.opt(NONPAD) {
+            if n.dtype != DType::I64 || n.dims() != std::slice::from_ref(&batch) {
+                return Err(format!(
+                    "nonpad_kv_seqlen is {} {}, expected int64 [{batch}]",
+                    n.dtype,
+                    fmt_dims(n.dims())
+                ));
             }
-        };
+            if cx.opt(PAST_KEY).is_some() {
+                return Err("nonpad_kv_seqlen cannot be combined with past_key/past_value".into());
+            }
+        }
 
         // The mask, broadcast right-aligned over (batch, q heads, q positions, keys).
+        if let Some(m) = cx.opt(MASK) {
+            let ms = m.dims();
+            if ms.is_empty() || ms.len() > 4 {
+                return Err(format!("attn_mask has rank {}, expected 1 to 4", ms.len()));
+            }
+            let mask_len = &ms[ms.len() - 1];
+            if matches!((mask_len.known(), total.known()), (Some(m), Some(t)) if m > t) {
+                return Err(format!(
+                    "attn_mask's last dimension {mask_len} exceeds the {total} keys"
+                ));
+            }
+            let full = [&batch, &q_heads, &q_len];
+            let lead = &ms[..ms.len() - 1];
+            for (i, dim) in lead.iter().enumerate() {
+                let axis = 3 - lead.len() + i;
+                if !dim.is(1) && dim != full[axis] {
+                    return Err(format!(
+                        "attn_mask of shape {} does not broadcast to [{batch}, {q_heads}, {q_len}, {total}]",
+                        fmt_dims(ms)
+                    ));
+                }
+            }
+        }
+        let g = Geometry {
+            batch,
+            q_heads,
+            kv_heads,
+            q_len,
+            kv_len,
+            past,
+            d,
+            dv,
+            rank,
+        };
+        Ok((qt, vt, g))
+    }
+
+    fn qk_output(&self, n_outputs: usize) -> R<tp::QkOutput> {
+        Ok(match self.qk_matmul_output_mode {
+            _ if n_outputs < 4 => tp::QkOutput::None,
+            0 | 1 => tp::QkOutput::Scores,
+            2 => tp::QkOutput::WithBias,
+            3 => tp::QkOutput::Softmax,
+            m => {
+                return Err(format!(
+                    "qk_matmul_output_mode {m} is not one of 0, 1, 2, 3"
+                ));
+            }
+        })
+    }
+
+    fn softmax(&self, qt: DType) -> R<tp::SoftmaxPrecision> {
+        match self.softmax_precision {
+            None => precision(qt),
+            Some(code) => DType::from_onnx(code as i32).and_then(precision),
+        }
+        .ok_or_else(|| {
+            format!(
+                "softmax_precision {:?} is not a float type (float, double, float16, bfloat16)",
+                self.softmax_precision
+            )
+        })
+    }
+
+    /// The kernel's parameters (every input's shape is fixed where they are used).
+    fn plan(&self, cx: &InferCx) -> R<Plan> {
+        let (qt, vt, g) = self.geometry(cx)?;
+        let known = |d: &Dim| {
+            d.to_usize()
+                .ok_or_else(|| format!("Attention: the size {d} must be known"))
+        };
+        let (batch, q_heads, kv_heads) =
+            (known(&g.batch)?, known(&g.q_heads)?, known(&g.kv_heads)?);
+        let (q_len, kv_len, past) = (known(&g.q_len)?, known(&g.kv_len)?, known(&g.past)?);
+        let (d, dv, rank) = (known(&g.d)?, known(&g.dv)?, g.rank);
+        let nonpad = cx.opt(NONPAD).is_some();
+
+        // The mask's strides over (batch, q heads, q positions); its shape was checked.
         let (mask, mask_strides, mask_len) = match cx.opt(MASK) {
             None => (tp::AttentionMask::None, [0; 3], 0),
             Some(m) => {
-                let ms = m.shape();
-                if ms.is_empty() || ms.len() > 4 {
-                    return Err(format!("attn_mask has rank {}, expected 1 to 4", ms.len()));
-                }
+                let ms = cx.shape(MASK)?;
                 let mask_len = ms[ms.len() - 1];
-                if mask_len > total {
-                    return Err(format!(
-                        "attn_mask's last dimension {mask_len} exceeds the {total} keys"
-                    ));
-                }
-                let full = [batch, q_heads, q_len];
                 let lead = &ms[..ms.len() - 1];
                 let mut strides = [0; 3];
                 let mut stride = mask_len;
                 for (i, &dim) in lead.iter().enumerate().rev() {
                     let axis = 3 - lead.len() + i;
-                    if dim != 1 && dim != full[axis] {
-                        return Err(format!(
-                            "attn_mask of shape {ms:?} does not broadcast to [{batch}, {q_heads}, {q_len}, {total}]"
-                        ));
-                    }
                     strides[axis] = if dim == 1 { 0 } else { stride };
                     stride *= dim;
                 }
@@ -227,39 +341,19 @@ impl Attention {
             }
         };
 
-        let qk_output = match self.qk_matmul_output_mode {
-            _ if cx.n_outputs() < 4 => tp::QkOutput::None,
-            0 | 1 => tp::QkOutput::Scores,
-            2 => tp::QkOutput::WithBias,
-            3 => tp::QkOutput::Softmax,
-            m => {
-                return Err(format!(
-                    "qk_matmul_output_mode {m} is not one of 0, 1, 2, 3"
-                ));
-            }
-        };
-        let softmax = match self.softmax_precision {
-            None => precision(qt),
-            Some(code) => DType::from_onnx(code as i32).and_then(precision),
-        }
-        .ok_or_else(|| {
-            format!(
-                "softmax_precision {:?} is not a float type (float, double, float16, bfloat16)",
-                self.softmax_precision
-            )
-        })?;
+        let qk_output = self.qk_output(cx.n_outputs())?;
+        let softmax = self.softmax(qt)?;
         let scale = match self.scale {
             Some(s) => s as f64,
             None => 1.0 / (d as f64).sqrt(),
         };
 
-        let (q_strides, k_strides, v_strides, y_strides, y) = if rank == 3 {
+        let (q_strides, k_strides, v_strides, y_strides) = if rank == 3 {
             (
                 [q_len * q_heads * d, d, q_heads * d],
                 [kv_len * kv_heads * d, d, kv_heads * d],
                 [kv_len * kv_heads * dv, dv, kv_heads * dv],
                 [q_len * q_heads * dv, dv, q_heads * dv],
-                vec![batch, q_len, q_heads * dv],
             )
         } else {
             (
@@ -267,7 +361,6 @@ impl Attention {
                 [kv_heads * kv_len * d, kv_len * d, d],
                 [kv_heads * kv_len * dv, kv_len * dv, dv],
                 [q_heads * q_len * dv, q_len * dv, dv],
-                vec![batch, q_heads, q_len, dv],
             )
         };
         let p = tp::Attention {
@@ -296,15 +389,7 @@ impl Attention {
             qk_output,
             present: cx.n_outputs() > 1,
         };
-        Ok(Plan {
-            p,
-            y,
-            present_key: vec![batch, kv_heads, total, d],
-            present_value: vec![batch, kv_heads, total, dv],
-            qk: vec![batch, q_heads, q_len, total],
-            q: qt,
-            v: vt,
-        })
+        Ok(Plan { p, q: qt, v: vt })
     }
 }
 
@@ -317,12 +402,15 @@ impl Operator for Attention {
         "Attention"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let pl = self.plan(cx)?;
+        let (qt, vt, g) = self.geometry(cx)?;
+        self.qk_output(cx.n_outputs())?;
+        self.softmax(qt)?;
+        let [y, present_key, present_value, qk] = g.out_dims();
         let facts = [
-            Fact::new(pl.q, pl.y),
-            Fact::new(pl.q, pl.present_key),
-            Fact::new(pl.v, pl.present_value),
-            Fact::new(pl.q, pl.qk),
+            Fact::new(qt, y),
+            Fact::new(qt, present_key),
+            Fact::new(vt, present_value),
+            Fact::new(qt, qk),
         ];
         if cx.n_outputs() > 4 {
             return Err(format!("{} outputs named, at most 4", cx.n_outputs()));
@@ -449,3 +537,104 @@ pub const OPS: &[OpDef] = &[OpDef {
     cuda: false,
     parse,
 }];
+
+#[cfg(test)]
+mod dims_tests {
+    use super::*;
+    use crate::ops::index::dims_tests::{In, dims, err, f32s, i64s, infer, x};
+
+    fn attention(heads: Option<(i64, i64)>) -> Attention {
+        Attention {
+            opset: 23,
+            scale: None,
+            is_causal: false,
+            q_num_heads: heads.map(|h| h.0),
+            kv_num_heads: heads.map(|h| h.1),
+            softcap: 0.0,
+            qk_matmul_output_mode: 0,
+            softmax_precision: None,
+            left_window: -1,
+            right_window: -1,
+        }
+    }
+
+    #[test]
+    fn four_d_with_a_cache_keeps_sequence_symbols() {
+        let ins = vec![
+            f32s("B,8,S,64"),
+            f32s("B,2,S,64"),
+            f32s("B,2,S,32"),
+            x(DType::Bool, "S,L"),
+            f32s("B,2,P,64"),
+            f32s("B,2,P,32"),
+        ];
+        let facts = infer(attention(None), ins, 4).unwrap();
+        assert_eq!(facts.len(), 4);
+        // Keys seen: the cache's and the new ones.
+        let total = Dim::sym("P") + Dim::sym("S");
+        assert_eq!(facts[0].shape, dims("B,8,S,32"));
+        assert_eq!(
+            facts[1].shape,
+            [dims("B,2"), vec![total.clone()], dims("64")].concat()
+        );
+        assert_eq!(
+            facts[2].shape,
+            [dims("B,2"), vec![total.clone()], dims("32")].concat()
+        );
+        assert_eq!(facts[3].shape, [dims("B,8,S"), vec![total]].concat());
+    }
+
+    #[test]
+    fn three_d_splits_hidden_sizes_by_heads() {
+        let ins = vec![f32s("N,S,512"), f32s("N,T,128"), f32s("N,T,256")];
+        let facts = infer(attention(Some((8, 2))), ins, 1).unwrap();
+        // Head sizes 64 (Q, K) and 128 (V): Y is [N, S, 8 heads × 128].
+        assert_eq!(facts[0].shape, dims("N,S,1024"));
+        let ins = vec![f32s("N,S,E"), f32s("N,T,128"), f32s("N,T,256")];
+        let e = err(infer(attention(Some((8, 2))), ins, 1));
+        assert!(
+            e.contains("Q hidden size E is not a multiple of its 8 heads"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn mismatches_are_reported_over_dims() {
+        let a = || attention(None);
+        let e = err(infer(
+            a(),
+            vec![f32s("B,4,S,8"), f32s("C,4,T,8"), f32s("B,4,T,8")],
+            1,
+        ));
+        assert!(e.contains("batch sizes B, C, B"), "{e}");
+        let e = err(infer(
+            a(),
+            vec![f32s("B,4,S,8"), f32s("B,4,T,8"), f32s("B,4,U,8")],
+            1,
+        ));
+        assert!(e.contains("V has U positions, expected K's T"), "{e}");
+        let e = err(infer(
+            a(),
+            vec![f32s("B,6,S,8"), f32s("B,4,T,8"), f32s("B,4,T,8")],
+            1,
+        ));
+        assert!(e.contains("not a multiple of 4"), "{e}");
+        let mask = x(DType::Bool, "B,1,S,9");
+        let ins = vec![f32s("B,4,S,8"), f32s("B,4,5,8"), f32s("B,4,5,8"), mask];
+        assert!(err(infer(a(), ins, 1)).contains("exceeds the 5 keys"));
+        let mask = x(DType::Bool, "2,S,T");
+        let ins = vec![f32s("B,4,S,8"), f32s("B,4,T,8"), f32s("B,4,T,8"), mask];
+        let e = err(infer(a(), ins, 1));
+        assert!(e.contains("does not broadcast to [B, 4, S, T]"), "{e}");
+        let ins = vec![
+            f32s("B,4,S,8"),
+            f32s("B,4,T,8"),
+            f32s("B,4,T,8"),
+            In::Absent,
+            In::Absent,
+            In::Absent,
+            i64s("N"),
+        ];
+        assert!(err(infer(a(), ins, 1)).contains("expected int64 [B]"));
+    }
+}

@@ -8,7 +8,11 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, fixed, normalize_axis};
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, checkable_shape, fixed,
+    normalize_axis,
+};
+use crate::dim::{Dim, dims_of, fmt_dims};
 use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -99,12 +103,35 @@ fn isclose(a: f64, b: f64) -> bool {
     a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
+/// What sets Resize's output size (constants: their values are output dims).
+enum Target {
+    /// A scale per dim, full rank (1 on the axes not resized).
+    Scales(Vec<f64>),
+    /// A size per resized axis.
+    Sizes(Vec<i64>),
+}
+
+/// `floor(scale * d)` as the kernels' tables compute it (`(scale * d as f64) as usize`),
+/// over a symbolic `d` when `scale` is `m / 2^k` (then the product is exact in `f64`);
+/// another scale of a symbolic dim needs its value.
+fn scaled_dim(d: &Dim, scale: f64, axis: usize) -> R<Dim> {
+    if let Some(v) = d.to_usize() {
+        return Ok(Dim::from((scale * v as f64) as usize));
+    }
+    for k in 0..=20u32 {
+        let m = scale * f64::from(1u32 << k);
+        if m.fract() == 0.0 && m > 0.0 && m < f64::from(1u32 << 30) {
+            return Ok((d.clone() * m as usize).div_floor(1u64 << k));
+        }
+    }
+    Err(format!(
+        "scale {scale} of axis {axis} is not a fraction m/2^k, so the output size needs dim {d} known at compile time"
+    ))
+}
+
 impl Resize {
-    /// The per-axis scales, output shape and crop region (full rank).
-    #[allow(clippy::type_complexity)]
-    fn geometry(&self, cx: &InferCx) -> R<(Vec<f64>, Vec<usize>, Option<Vec<f64>>)> {
-        let s = cx.shape(0)?;
-        let r = s.len();
+    /// The resized axes and what sets their size, checked.
+    fn target(&self, cx: &InferCx, r: usize) -> R<(Vec<usize>, Target)> {
         let axes = match &self.axes {
             Some(a) => axes_of(a, r)?,
             None => (0..r).collect(),
@@ -113,9 +140,10 @@ impl Resize {
             Inputs::ScalesAttr(v) => (Some(v.iter().map(|&x| x as f64).collect()), None),
             Inputs::ScalesInput => (Some(cx.constant(1, "scales")?.as_f64()), None),
             Inputs::Modern => {
+                // An empty tensor stands for an absent input.
                 let present = |i: usize| {
                     cx.opt(i)
-                        .is_some_and(|v| v.shape().iter().product::<usize>() > 0)
+                        .is_some_and(|v| !v.dims().iter().product::<Dim>().is(0))
                 };
                 let scales = if present(2) {
                     Some(cx.constant(2, "scales")?.as_f64())
@@ -131,70 +159,143 @@ impl Resize {
             }
         };
         let n = axes.len();
-        let mut scale = vec![1.0f64; r];
-        let mut out: Vec<usize> = s.to_vec();
-        match (scales, sizes) {
+        let target = match (scales, sizes) {
             (Some(_), Some(_)) => return Err("only one of scales and sizes may be given".into()),
             (None, None) => return Err("one of scales and sizes must be given".into()),
             (Some(sc), None) => {
                 if sc.len() != n {
                     return Err(format!("scales {sc:?} must have {n} values (one per axis)"));
                 }
+                let mut scale = vec![1.0f64; r];
                 for (k, &a) in axes.iter().enumerate() {
                     if !(sc[k] > 0.0 && sc[k].is_finite()) {
                         return Err(format!("scales {sc:?} must be positive"));
                     }
                     scale[a] = sc[k];
                 }
-                for d in 0..r {
-                    out[d] = (scale[d] * s[d] as f64) as usize;
-                }
+                Target::Scales(scale)
             }
             (None, Some(sz)) => {
                 if sz.len() != n {
                     return Err(format!("sizes {sz:?} must have {n} values (one per axis)"));
                 }
-                for (k, &a) in axes.iter().enumerate() {
-                    if sz[k] < 0 {
-                        return Err(format!("sizes {sz:?} must not be negative"));
-                    }
-                    if s[a] == 0 {
-                        return Err(format!("cannot resize axis {a} of size 0"));
-                    }
-                    out[a] = sz[k] as usize;
-                    scale[a] = sz[k] as f64 / s[a] as f64;
+                if sz.iter().any(|&v| v < 0) {
+                    return Err(format!("sizes {sz:?} must not be negative"));
                 }
-                if self.policy != AspectPolicy::Stretch {
-                    let it = axes.iter().map(|&a| scale[a]);
-                    let sc = if self.policy == AspectPolicy::NotLarger {
-                        it.fold(f64::INFINITY, f64::min)
-                    } else {
-                        it.fold(f64::NEG_INFINITY, f64::max)
-                    };
-                    for &a in &axes {
-                        scale[a] = sc;
-                        out[a] = (sc * s[a] as f64 + 0.5) as usize;
-                    }
-                }
+                Target::Sizes(sz)
+            }
+        };
+        Ok((axes, target))
+    }
+
+    /// For sizes: each resized axis's scale and output size, from its input size
+    /// (`s_axes`, one per axis), with the aspect policy applied.
+    fn sized(&self, axes: &[usize], s_axes: &[usize], sz: &[i64]) -> R<(Vec<f64>, Vec<usize>)> {
+        let mut scale = Vec::with_capacity(axes.len());
+        let mut out = Vec::with_capacity(axes.len());
+        for ((&a, &s), &t) in axes.iter().zip(s_axes).zip(sz) {
+            if s == 0 {
+                return Err(format!("cannot resize axis {a} of size 0"));
+            }
+            out.push(t as usize);
+            scale.push(t as f64 / s as f64);
+        }
+        if self.policy != AspectPolicy::Stretch {
+            let it = scale.iter().copied();
+            let sc = if self.policy == AspectPolicy::NotLarger {
+                it.fold(f64::INFINITY, f64::min)
+            } else {
+                it.fold(f64::NEG_INFINITY, f64::max)
+            };
+            for (k, &s) in s_axes.iter().enumerate() {
+                scale[k] = sc;
+                out[k] = (sc * s as f64 + 0.5) as usize;
             }
         }
-        let roi = if self.coord == Coord::TfCropAndResize {
-            let v = cx.constant(1, "roi")?.as_f64();
-            if v.len() != 2 * n {
-                return Err(format!(
-                    "roi {v:?} must have 2 values per axis ({n} axes) for tf_crop_and_resize"
-                ));
+        Ok((scale, out))
+    }
+
+    /// The crop region for `tf_crop_and_resize` (full rank: begins, then ends).
+    fn roi(&self, cx: &InferCx, r: usize, axes: &[usize]) -> R<Option<Vec<f64>>> {
+        if self.coord != Coord::TfCropAndResize {
+            return Ok(None);
+        }
+        let n = axes.len();
+        let v = cx.constant(1, "roi")?.as_f64();
+        if v.len() != 2 * n {
+            return Err(format!(
+                "roi {v:?} must have 2 values per axis ({n} axes) for tf_crop_and_resize"
+            ));
+        }
+        let mut full = vec![0.0; r];
+        full.extend(std::iter::repeat_n(1.0, r));
+        for (k, &a) in axes.iter().enumerate() {
+            full[a] = v[k];
+            full[r + a] = v[n + k];
+        }
+        Ok(Some(full))
+    }
+
+    /// The output dims over the input's (symbolic where they are, and the scale allows).
+    fn out_dims(&self, cx: &InferCx) -> R<Vec<Dim>> {
+        let s = cx.dims(0)?;
+        let r = s.len();
+        if r > tp::RANK {
+            return Err(format!("rank {r} exceeds {}", tp::RANK));
+        }
+        let (axes, target) = self.target(cx, r)?;
+        self.roi(cx, r, &axes)?;
+        match target {
+            Target::Scales(scale) => (0..r).map(|d| scaled_dim(&s[d], scale[d], d)).collect(),
+            Target::Sizes(sz) => {
+                let mut out = s.to_vec();
+                if self.policy == AspectPolicy::Stretch {
+                    for (&a, &t) in axes.iter().zip(&sz) {
+                        if s[a].is(0) {
+                            return Err(format!("cannot resize axis {a} of size 0"));
+                        }
+                        out[a] = Dim::from(t);
+                    }
+                } else {
+                    // The common scale is a ratio of the input sizes: they must be known.
+                    let known = checkable_shape(s, &axes)?;
+                    let s_axes: Vec<usize> = axes.iter().map(|&a| known[a]).collect();
+                    let (_, sized) = self.sized(&axes, &s_axes, &sz)?;
+                    for (&a, v) in axes.iter().zip(sized) {
+                        out[a] = Dim::from(v);
+                    }
+                }
+                Ok(out)
             }
-            let mut full = vec![0.0; r];
-            full.extend(std::iter::repeat_n(1.0, r));
-            for (k, &a) in axes.iter().enumerate() {
-                full[a] = v[k];
-                full[r + a] = v[n + k];
+        }
+    }
+
+    /// The per-axis scales, output shape and crop region (full rank) of a fixed input.
+    #[allow(clippy::type_complexity)]
+    fn geometry(&self, cx: &InferCx) -> R<(Vec<f64>, Vec<usize>, Option<Vec<f64>>)> {
+        let s = cx.shape(0)?;
+        let r = s.len();
+        let (axes, target) = self.target(cx, r)?;
+        let mut out: Vec<usize> = s.to_vec();
+        let scale = match target {
+            Target::Scales(scale) => {
+                for d in 0..r {
+                    out[d] = (scale[d] * s[d] as f64) as usize;
+                }
+                scale
             }
-            Some(full)
-        } else {
-            None
+            Target::Sizes(sz) => {
+                let s_axes: Vec<usize> = axes.iter().map(|&a| s[a]).collect();
+                let (sc, sized) = self.sized(&axes, &s_axes, &sz)?;
+                let mut scale = vec![1.0f64; r];
+                for (k, &a) in axes.iter().enumerate() {
+                    scale[a] = sc[k];
+                    out[a] = sized[k];
+                }
+                scale
+            }
         };
+        let roi = self.roi(cx, r, &axes)?;
         Ok((scale, out, roi))
     }
 
@@ -430,8 +531,7 @@ impl Operator for Resize {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Numeric)?;
-        let (_, _, _, out) = self.plan(cx)?;
-        Ok(vec![Fact::new(d, out)])
+        Ok(vec![Fact::new(d, self.out_dims(cx)?)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
@@ -572,26 +672,37 @@ pub struct GridSample {
     pub align_corners: bool,
 }
 
+/// GridSample's output dims `[N, C, out..]` for input `xs` (`[N, C, in..]`) and grid
+/// `gs` (`[N, out.., r]`).
+fn grid_sample_dims(xs: &[Dim], gs: &[Dim]) -> R<Vec<Dim>> {
+    let r = xs.len().saturating_sub(2);
+    if xs.len() < 3 || xs.len() > tp::RANK {
+        return Err(format!(
+            "X has shape {}; expected [N, C, spatial..] with 1 to {} spatial axes",
+            fmt_dims(xs),
+            tp::RANK - 2
+        ));
+    }
+    if gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r {
+        return Err(format!(
+            "grid has shape {}; expected [{}, out.., {r}] for X {}",
+            fmt_dims(gs),
+            xs[0],
+            fmt_dims(xs)
+        ));
+    }
+    let mut out = xs[..2].to_vec();
+    out.extend_from_slice(&gs[1..=r]);
+    Ok(out)
+}
+
 impl GridSample {
-    fn params(&self, cx: &InferCx) -> R<(tp::GridSample, Vec<usize>)> {
+    fn params(&self, cx: &InferCx) -> R<tp::GridSample> {
         let xs = cx.shape(0)?;
         let gs = cx.shape(1)?;
-        let r = xs.len().saturating_sub(2);
-        if xs.len() < 3 || xs.len() > tp::RANK {
-            return Err(format!(
-                "X has shape {xs:?}; expected [N, C, spatial..] with 1 to {} spatial axes",
-                tp::RANK - 2
-            ));
-        }
-        if gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r {
-            return Err(format!(
-                "grid has shape {gs:?}; expected [{}, out.., {r}] for X {xs:?}",
-                xs[0]
-            ));
-        }
-        let mut shape = vec![xs[0], xs[1]];
-        shape.extend_from_slice(&gs[1..=r]);
-        let p = tp::GridSample {
+        grid_sample_dims(&dims_of(xs), &dims_of(gs))?;
+        let r = xs.len() - 2;
+        Ok(tp::GridSample {
             n: xs[0],
             c: xs[1],
             rank: r,
@@ -600,8 +711,7 @@ impl GridSample {
             mode: self.mode,
             padding: self.padding,
             align_corners: self.align_corners,
-        };
-        Ok((p, shape))
+        })
     }
 }
 
@@ -612,11 +722,14 @@ impl Operator for GridSample {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
         cx.check_type(1, Types::Float)?;
-        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+        Ok(vec![Fact::new(
+            d,
+            grid_sample_dims(cx.dims(0)?, cx.dims(1)?)?,
+        )])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (x, g) = (cx.constant(0, "X")?, cx.constant(1, "grid")?);
-        let (p, _) = self.params(cx)?;
+        let p = self.params(cx)?;
         let n = outs[0].shape.iter().product();
         // A float32 grid is read as the kernel reads it at run time; others in f64.
         let g64 = g.cast(DType::F64);
@@ -634,8 +747,7 @@ impl Operator for GridSample {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = cx.infer_cx();
-        let (p, _) = self.params(&infer)?;
+        let p = self.params(&cx.infer_cx())?;
         let (d, dg) = (cx.dtype(0)?, cx.dtype(1)?);
         let inputs = vec![cx.operand(0)?, cx.operand(1)?];
         let call = TypedCall::new("grid_sample", vec![d, dg], &p).inputs(vec![d, dg]);
@@ -681,8 +793,9 @@ pub struct AffineGrid {
 }
 
 impl AffineGrid {
+    /// The parameters and output shape, both from the constant `size`.
     fn params(&self, cx: &InferCx) -> R<(tp::AffineGrid, Vec<usize>)> {
-        let ts = cx.shape(0)?;
+        let ts = cx.dims(0)?;
         let size = cx.constant(1, "size")?.as_i64();
         let r = match size.len() {
             4 => 2,
@@ -697,9 +810,10 @@ impl AffineGrid {
             return Err(format!("size {size:?} must not be negative"));
         }
         let size: Vec<usize> = size.iter().map(|&v| v as usize).collect();
-        if ts != [size[0], r, r + 1] {
+        if ts != dims_of(&[size[0], r, r + 1]).as_slice() {
             return Err(format!(
-                "theta has shape {ts:?}; expected [{}, {r}, {}] for size {size:?}",
+                "theta has shape {}; expected [{}, {r}, {}] for size {size:?}",
+                fmt_dims(ts),
                 size[0],
                 r + 1
             ));
@@ -754,9 +868,9 @@ pub struct CenterCropPad {
 }
 
 impl CenterCropPad {
-    fn params(&self, cx: &InferCx) -> R<tp::Pad> {
-        let s = cx.shape(0)?;
-        let r = s.len();
+    /// Each cropped or padded axis with its target size (the constant `shape`), checked
+    /// against rank `r`.
+    fn targets(&self, cx: &InferCx, r: usize) -> R<Vec<(usize, usize)>> {
         if r > tp::RANK {
             return Err(format!("rank {r} exceeds {}", tp::RANK));
         }
@@ -771,6 +885,28 @@ impl CenterCropPad {
                 axes.len()
             ));
         }
+        if target.iter().any(|&t| t < 0) {
+            return Err(format!("shape {target:?} must not be negative"));
+        }
+        Ok(axes
+            .into_iter()
+            .zip(target.iter().map(|&t| t as usize))
+            .collect())
+    }
+
+    /// The output dims: the input's with each target size on its axis.
+    fn out_dims(&self, cx: &InferCx) -> R<Vec<Dim>> {
+        let mut out = cx.dims(0)?.to_vec();
+        for (a, t) in self.targets(cx, out.len())? {
+            out[a] = Dim::from(t);
+        }
+        Ok(out)
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::Pad> {
+        let s = cx.shape(0)?;
+        let r = s.len();
+        let targets = self.targets(cx, r)?;
         let mut p = tp::Pad {
             rank: r,
             in_shape: fixed(s, 1)?,
@@ -778,11 +914,8 @@ impl CenterCropPad {
             begin: [0; tp::RANK],
             mode: tp::PadMode::Constant,
         };
-        for (&a, &t) in axes.iter().zip(&target) {
-            if t < 0 {
-                return Err(format!("shape {target:?} must not be negative"));
-            }
-            let (t, dim) = (t as usize, s[a]);
+        for (a, t) in targets {
+            let dim = s[a];
             p.out_shape[a] = t;
             p.begin[a] = if t < dim {
                 -(((dim - t) / 2) as isize)
@@ -799,11 +932,7 @@ impl Operator for CenterCropPad {
         "CenterCropPad"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let p = self.params(cx)?;
-        Ok(vec![Fact::new(
-            cx.dtype(0)?,
-            p.out_shape[..p.rank].to_vec(),
-        )])
+        Ok(vec![Fact::new(cx.dtype(0)?, self.out_dims(cx)?)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input_data")?;
@@ -837,9 +966,46 @@ pub struct Col2Im {
     pub strides: Option<Vec<usize>>,
 }
 
+/// Col2Im's geometry, from its constant inputs and attributes.
+struct Col2ImGeometry {
+    image: Vec<usize>,
+    block: Vec<usize>,
+    cols: Vec<usize>,
+    dilations: Vec<usize>,
+    strides: Vec<usize>,
+    pads: Vec<usize>,
+}
+
+impl Col2ImGeometry {
+    /// The output dims for input `xs` (`[N, C·block elements, blocks]`). The channel
+    /// count must divide by the block's elements, checked when known (a symbolic one is
+    /// divided term by term where it can be, `(4*C)/4 = C`, or floored).
+    fn out_dims(&self, xs: &[Dim]) -> R<Vec<Dim>> {
+        let k: usize = self.block.iter().product();
+        let l: usize = self.cols.iter().product();
+        let divides = xs
+            .get(1)
+            .is_some_and(|c| c.known().is_none_or(|c| c % k as i64 == 0));
+        if xs.len() != 3 || !divides || xs[2] != l {
+            return Err(format!(
+                "input has shape {}; expected [N, C·{k}, {l}] for image {:?}, block {:?}",
+                fmt_dims(xs),
+                self.image,
+                self.block
+            ));
+        }
+        let kd = Dim::from(k);
+        let c = xs[1]
+            .div_exact(&kd)
+            .unwrap_or_else(|| xs[1].div_floor(k as u64));
+        let mut out = vec![xs[0].clone(), c];
+        out.extend(dims_of(&self.image));
+        Ok(out)
+    }
+}
+
 impl Col2Im {
-    fn params(&self, cx: &InferCx) -> R<(tp::Col2Im, Vec<usize>)> {
-        let xs = cx.shape(0)?;
+    fn geometry(&self, cx: &InferCx) -> R<Col2ImGeometry> {
         let image = cx.constant(1, "image_shape")?.as_i64();
         let block = cx.constant(2, "block_shape")?.as_i64();
         let r = image.len();
@@ -882,29 +1048,33 @@ impl Col2Im {
             }
             cols.push((padded - span) / str_[d] + 1);
         }
-        let k: usize = block.iter().product();
-        let l: usize = cols.iter().product();
-        if xs.len() != 3 || xs[1] % k != 0 || xs[2] != l {
-            return Err(format!(
-                "input has shape {xs:?}; expected [N, C·{k}, {l}] for image {image:?}, \
-                 block {block:?}"
-            ));
-        }
-        let c = xs[1] / k;
-        let mut shape = vec![xs[0], c];
-        shape.extend_from_slice(&image);
-        let p = tp::Col2Im {
+        Ok(Col2ImGeometry {
+            image,
+            block,
+            cols,
+            dilations: dil,
+            strides: str_,
+            pads,
+        })
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::Col2Im> {
+        let xs = cx.shape(0)?;
+        let g = self.geometry(cx)?;
+        g.out_dims(&dims_of(xs))?;
+        let r = g.image.len();
+        let k: usize = g.block.iter().product();
+        Ok(tp::Col2Im {
             n: xs[0],
-            c,
+            c: xs[1] / k,
             rank: r,
-            image: fixed(&image, 1)?,
-            block: fixed(&block, 1)?,
-            cols: fixed(&cols, 1)?,
-            strides: fixed(&str_, 1)?,
-            dilations: fixed(&dil, 1)?,
-            pads: fixed(&pads[..r], 0)?,
-        };
-        Ok((p, shape))
+            image: fixed(&g.image, 1)?,
+            block: fixed(&g.block, 1)?,
+            cols: fixed(&g.cols, 1)?,
+            strides: fixed(&g.strides, 1)?,
+            dilations: fixed(&g.dilations, 1)?,
+            pads: fixed(&g.pads[..r], 0)?,
+        })
     }
 }
 
@@ -914,11 +1084,14 @@ impl Operator for Col2Im {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Numeric)?;
-        Ok(vec![Fact::new(d, self.params(cx)?.1)])
+        Ok(vec![Fact::new(
+            d,
+            self.geometry(cx)?.out_dims(cx.dims(0)?)?,
+        )])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
-        let (p, _) = self.params(cx)?;
+        let p = self.params(cx)?;
         let n = outs[0].shape.iter().product();
         let data = dispatch_data!(&x.data, v: T => {
             let mut out = vec![T::default(); n];
@@ -928,8 +1101,7 @@ impl Operator for Col2Im {
         Ok(Some(vec![Tensor::new(outs[0].shape.clone(), data)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        let infer = cx.infer_cx();
-        let (p, _) = self.params(&infer)?;
+        let p = self.params(&cx.infer_cx())?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         cx.typed(TypedCall::new("col2im", vec![d], &p), vec![x], 0)?;
@@ -996,3 +1168,183 @@ pub const OPS: &[OpDef] = &[
         },
     },
 ];
+
+#[cfg(test)]
+mod dims_tests {
+    use super::*;
+    use crate::ops::index::dims_tests::{In, dims, err, f32s, infer, int_const, one};
+
+    fn resize(axes: Option<Vec<i64>>, policy: AspectPolicy) -> Resize {
+        Resize {
+            upsample: false,
+            inputs: Inputs::Modern,
+            mode: Mode::Linear,
+            coord: Coord::HalfPixel,
+            nearest: NearestMode::RoundPreferFloor,
+            cubic_a: -0.75,
+            exclude_outside: false,
+            extrapolation: 0.0,
+            antialias: false,
+            axes,
+            policy,
+        }
+    }
+
+    fn scales(v: &[f32]) -> In {
+        In::Const(Tensor::from_vec(vec![v.len()], v.to_vec()))
+    }
+
+    #[test]
+    fn scales_that_are_binary_fractions_keep_symbols() {
+        let op = resize(None, AspectPolicy::Stretch);
+        let ins = vec![f32s("N,C,H,W"), In::Absent, scales(&[1.0, 1.0, 2.0, 0.5])];
+        let out = one(infer(op.clone(), ins, 1));
+        let (h, w) = (Dim::sym("H"), Dim::sym("W"));
+        assert_eq!(
+            out,
+            vec![Dim::sym("N"), Dim::sym("C"), h * 2, w.div_floor(2)]
+        );
+        // 1.5 = 3/2: floor(3W / 2), as the tables compute (1.5 * W) for every W.
+        let ins = vec![f32s("N,W"), In::Absent, scales(&[1.0, 1.5])];
+        let out = one(infer(op.clone(), ins, 1));
+        let got = &out[1];
+        for v in [1i64, 2, 3, 7, 100, 1001] {
+            let want = (1.5f64 * v as f64) as i64;
+            assert_eq!(
+                got.eval(&|s| (s == "W").then_some(v)),
+                Some(want),
+                "W = {v}"
+            );
+        }
+        // 1/3 is no binary fraction: a symbolic dim cannot be scaled by it exactly.
+        let third = 1.0f32 / 3.0;
+        let ins = vec![f32s("N,W"), In::Absent, scales(&[1.0, third])];
+        let e = err(infer(op.clone(), ins, 1));
+        assert!(e.contains("needs dim W known"), "{e}");
+        let ins = vec![f32s("N,9"), In::Absent, scales(&[1.0, third])];
+        assert_eq!(one(infer(op, ins, 1)), dims("N,3"));
+    }
+
+    #[test]
+    fn sizes_set_resized_axes() {
+        let op = resize(Some(vec![2, 3]), AspectPolicy::Stretch);
+        let sizes = || int_const(vec![2], vec![64, 48]);
+        let ins = vec![f32s("N,C,H,W"), In::Absent, In::Absent, sizes()];
+        assert_eq!(one(infer(op, ins, 1)), dims("N,C,64,48"));
+        // Keeping the aspect ratio reads the input sizes.
+        let op = resize(Some(vec![2, 3]), AspectPolicy::NotLarger);
+        let ins = vec![f32s("N,C,H,W"), In::Absent, In::Absent, sizes()];
+        assert!(err(infer(op.clone(), ins, 1)).contains("must be known at compile time"));
+        let ins = vec![f32s("N,C,32,32"), In::Absent, In::Absent, sizes()];
+        assert_eq!(one(infer(op, ins, 1)), dims("N,C,48,48"));
+    }
+
+    #[test]
+    fn out_dims_match_the_tables_on_fixed_shapes() {
+        // The tables' output shape (lowering) against inference's, for every policy.
+        for policy in [
+            AspectPolicy::Stretch,
+            AspectPolicy::NotLarger,
+            AspectPolicy::NotSmaller,
+        ] {
+            let op = resize(Some(vec![1, 2]), policy);
+            let ins = vec![
+                f32s("2,5,7"),
+                In::Absent,
+                In::Absent,
+                int_const(vec![2], vec![3, 11]),
+            ];
+            let inferred = one(infer(op.clone(), ins, 1));
+            let mut g = crate::ir::Graph::default();
+            let mut x = crate::ir::Value::unknown("x".into(), DType::F32);
+            x.set_dims(dims("2,5,7"));
+            let x = g.add_value(x);
+            let sizes = g.add_value(crate::ir::Value::constant(
+                "sizes".into(),
+                Tensor::i64(vec![2], vec![3, 11]),
+            ));
+            let node = crate::ir::Node {
+                name: "n".into(),
+                op: Arc::new(op.clone()),
+                inputs: vec![Some(x), None, None, Some(sizes)],
+                outputs: vec![],
+            };
+            let cx = InferCx {
+                graph: &g,
+                node: &node,
+            };
+            let (_, _, _, out) = op.plan(&cx).unwrap();
+            assert_eq!(inferred, dims_of(&out), "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn grid_sample_affine_grid_center_crop_col2im() {
+        let gs = GridSample {
+            mode: tp::GridSampleMode::Linear,
+            padding: tp::GridPadding::Zeros,
+            align_corners: false,
+        };
+        let out = one(infer(gs.clone(), vec![f32s("N,C,H,W"), f32s("N,P,Q,2")], 1));
+        assert_eq!(out, dims("N,C,P,Q"));
+        let e = err(infer(gs, vec![f32s("N,C,H,W"), f32s("M,P,Q,2")], 1));
+        assert!(e.contains("expected [N, out.., 2]"), "{e}");
+
+        let ag = AffineGrid {
+            align_corners: false,
+        };
+        let size = || int_const(vec![4], vec![2, 3, 8, 6]);
+        assert_eq!(
+            one(infer(ag.clone(), vec![f32s("2,2,3"), size()], 1)),
+            dims("2,8,6,2")
+        );
+        let e = err(infer(ag, vec![f32s("N,2,3"), size()], 1));
+        assert!(
+            e.contains("theta has shape [N, 2, 3]; expected [2, 2, 3]"),
+            "{e}"
+        );
+
+        let ccp = CenterCropPad {
+            axes: Some(vec![-2, -1]),
+        };
+        let target = int_const(vec![2], vec![10, 12]);
+        assert_eq!(
+            one(infer(ccp, vec![f32s("N,H,W,3"), target], 1)),
+            dims("N,H,10,12")
+        );
+
+        let c2i = Col2Im {
+            dilations: None,
+            pads: None,
+            strides: None,
+        };
+        // Image 4x5, block 2x2: 3x4 = 12 blocks of 4 elements.
+        let consts = || {
+            vec![
+                int_const(vec![2], vec![4, 5]),
+                int_const(vec![2], vec![2, 2]),
+            ]
+        };
+        let mut ins = vec![x4("N", "12")];
+        ins.extend(consts());
+        let out = one(infer(c2i.clone(), ins, 1));
+        assert_eq!(
+            out,
+            vec![Dim::sym("N"), Dim::sym("C"), 4usize.into(), 5usize.into()]
+        );
+        let mut ins = vec![f32s("N,6,12")];
+        ins.extend(consts());
+        assert!(err(infer(c2i.clone(), ins, 1)).contains("expected [N, C·4, 12]"));
+        let mut ins = vec![f32s("N,8,L")];
+        ins.extend(consts());
+        assert!(err(infer(c2i, ins, 1)).contains("input has shape [N, 8, L]"));
+    }
+
+    /// `[n, 4*C, blocks]`.
+    fn x4(n: &str, blocks: &str) -> In {
+        let mut d = dims(n);
+        d.push(Dim::sym("C") * 4);
+        d.extend(dims(blocks));
+        In::Dims(DType::F32, d)
+    }
+}

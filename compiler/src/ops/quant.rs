@@ -14,7 +14,7 @@ use kiln_runtime::typed::{self, params as tp};
 use super::conv_nd;
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
 use super::linalg::matmul_shape;
-use crate::dim::dims_of;
+use crate::dim::{Dim, dims_of, fmt_dims};
 use crate::impl_as_any;
 use crate::ir::Window;
 use crate::lower::{Operand, TypedCall, broadcast_strides};
@@ -193,7 +193,10 @@ impl Operator for QuantizeLinear {
             return Err(format!("the scale is {s}; expected a float type or int32"));
         }
         let q = self.out_type(cx)?;
-        self.params(cx)?;
+        if let Some(p) = self.precision {
+            precision_of(p)?;
+        }
+        check_quant_dims(cx, self.axis, self.block_size)?;
         Ok(vec![Fact::new(q, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
@@ -286,7 +289,12 @@ impl Operator for DequantizeLinear {
         if !s.is_float() {
             return Err(format!("the scale is {s}; expected a float type"));
         }
-        self.params(cx)?;
+        if let Some(z) = cx.opt(2)
+            && z.dtype != d
+        {
+            return Err(format!("the zero point is {}, x is {d}", z.dtype));
+        }
+        check_quant_dims(cx, self.axis, self.block_size)?;
         Ok(vec![Fact::new(self.out_type(cx)?, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
@@ -459,7 +467,7 @@ impl Operator for MatMulInteger {
                 return Err(format!("zero point {i} is {}, its operand {d}", z.dtype));
             }
         }
-        qmatmul_params(cx, 0, 1, [None, Some(2), None, Some(3)])?;
+        check_qmatmul_dims(cx, 0, 1, [None, Some(2), None, Some(3)])?;
         Ok(vec![Fact::new(
             DType::I32,
             matmul_shape(cx.dims(0)?, cx.dims(1)?)?,
@@ -510,7 +518,7 @@ impl Operator for QLinearMatMul {
                 ));
             }
         }
-        qmatmul_params(cx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
+        check_qmatmul_dims(cx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
         Ok(vec![Fact::new(
             yd,
             matmul_shape(cx.dims(0)?, cx.dims(3)?)?,
@@ -574,7 +582,7 @@ impl Operator for ConvInteger {
         "ConvInteger"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let (out, _) = self.params(cx)?;
+        let out = conv_integer_dims(cx, &self.window, self.group)?;
         Ok(vec![Fact::new(DType::I32, out)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
@@ -650,7 +658,7 @@ impl Operator for QLinearConv {
         "QLinearConv"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let (out, _) = self.params(cx)?;
+        let out = qlinear_conv_dims(cx, &self.window, self.group)?;
         Ok(vec![Fact::new(cx.dtype(7)?, out)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
@@ -760,3 +768,322 @@ pub const OPS: &[OpDef] = &[
         },
     },
 ];
+
+// ---------------------------------------------------------------------------------
+// Inference over dims: the shape checks of the parameter functions above (which
+// lowering uses on fixed shapes), over symbolic dims.
+
+/// [`quant_geometry`]'s checks: the zero point has the scale's dims; the scale is one
+/// value, one per entry of `x` along `axis`, or one per block of `block` entries.
+fn check_quant_dims(cx: &InferCx, axis: i64, block: usize) -> R<()> {
+    let (xs, ss) = (cx.dims(0)?, cx.dims(1)?);
+    if let Some(z) = cx.opt(2)
+        && z.dims() != ss
+    {
+        return Err(format!(
+            "the zero point has shape {}, the scale {}",
+            fmt_dims(z.dims()),
+            fmt_dims(ss)
+        ));
+    }
+    if ss.len() <= 1 && ss.iter().product::<Dim>().is(1) {
+        return Ok(());
+    }
+    let a = normalize_axis(axis, xs.len())?;
+    if block == 0 {
+        if ss != std::slice::from_ref(&xs[a]) {
+            return Err(format!(
+                "the scale has shape {}; per-axis quantization along axis {a} of {} needs \
+                 [{}] (or one value)",
+                fmt_dims(ss),
+                fmt_dims(xs),
+                xs[a]
+            ));
+        }
+        return Ok(());
+    }
+    let mut want = xs.to_vec();
+    want[a] = xs[a].div_ceil(block as u64);
+    if ss != want.as_slice() {
+        return Err(format!(
+            "the scale has shape {}; blocks of {block} along axis {a} of {} need {}",
+            fmt_dims(ss),
+            fmt_dims(xs),
+            fmt_dims(&want)
+        ));
+    }
+    Ok(())
+}
+
+/// [`per_slice`] over dims: one value, or `[count]`.
+fn per_slice_dims(s: &[Dim], count: &Dim, what: &str) -> R<()> {
+    if s.iter().product::<Dim>().is(1) || s == std::slice::from_ref(count) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} has shape {}; expected one value or [{count}]",
+            fmt_dims(s)
+        ))
+    }
+}
+
+/// [`qmatmul_params`]'s checks over dims: operands that multiply, a batch rank the
+/// kernel takes, and each scale / zero point one value or one per row of A / column of
+/// B.
+fn check_qmatmul_dims(
+    cx: &InferCx,
+    a: usize,
+    b: usize,
+    [a_scale, a_zp, b_scale, b_zp]: [Option<usize>; 4],
+) -> R<()> {
+    let (ad, bd) = (cx.dims(a)?, cx.dims(b)?);
+    matmul_shape(ad, bd)?;
+    // Rank-1 operands are promoted to matrices (`matmul_operands`).
+    let batch_rank = ad.len().max(2).max(bd.len().max(2)) - 2;
+    if batch_rank > tp::RANK {
+        return Err(format!("batch rank {batch_rank} exceeds {}", tp::RANK));
+    }
+    let one = Dim::from(1usize);
+    let m = if ad.len() == 1 {
+        &one
+    } else {
+        &ad[ad.len() - 2]
+    };
+    let n = if bd.len() == 1 {
+        &one
+    } else {
+        &bd[bd.len() - 1]
+    };
+    for (i, count, what) in [
+        (a_scale, m, "a_scale"),
+        (a_zp, m, "a_zero_point"),
+        (b_scale, n, "b_scale"),
+        (b_zp, n, "b_zero_point"),
+    ] {
+        if let Some(v) = i.and_then(|i| cx.opt(i)) {
+            per_slice_dims(v.dims(), count, what)?;
+        }
+    }
+    Ok(())
+}
+
+/// ConvInteger's checks and output dims (`ConvInteger::params` over dims).
+fn conv_integer_dims(cx: &InferCx, window: &Window, group: usize) -> R<Vec<Dim>> {
+    let xd = check_8bit(cx, 0, "x")?;
+    let wd = check_8bit(cx, 1, "w")?;
+    let (xs, ws) = (cx.dims(0)?, cx.dims(1)?);
+    let out = conv_nd::conv_out_dims(window, xs, ws, group)?;
+    if let Some(z) = cx.opt(2)
+        && (z.dtype != xd || !z.dims().iter().product::<Dim>().is(1))
+    {
+        return Err(format!(
+            "x_zero_point is {} {}; expected one {xd}",
+            z.dtype,
+            fmt_dims(z.dims())
+        ));
+    }
+    match cx.opt(3) {
+        Some(z) if z.dtype != wd => Err(format!("w_zero_point is {}, w {wd}", z.dtype)),
+        Some(z) => per_slice_dims(z.dims(), &ws[0], "w_zero_point"),
+        None => Ok(()),
+    }?;
+    Ok(out)
+}
+
+/// QLinearConv's checks and output dims (`QLinearConv::params` over dims).
+fn qlinear_conv_dims(cx: &InferCx, window: &Window, group: usize) -> R<Vec<Dim>> {
+    let xd = check_8bit(cx, 0, "x")?;
+    let wd = check_8bit(cx, 3, "w")?;
+    check_8bit(cx, 7, "y_zero_point")?;
+    for (i, what) in [(1, "x_scale"), (4, "w_scale"), (6, "y_scale")] {
+        if cx.dtype(i)? != DType::F32 {
+            return Err(format!("{what} is {}; expected float32", cx.dtype(i)?));
+        }
+    }
+    if cx.dtype(2)? != xd || cx.dtype(5)? != wd {
+        return Err("each zero point must have its operand's type".into());
+    }
+    let (xs, ws) = (cx.dims(0)?, cx.dims(3)?);
+    let out = conv_nd::conv_out_dims(window, xs, ws, group)?;
+    for i in [1, 2, 6, 7] {
+        if !cx.dims(i)?.iter().product::<Dim>().is(1) {
+            return Err(format!("input {i} must be one value"));
+        }
+    }
+    per_slice_dims(cx.dims(4)?, &ws[0], "w_scale")?;
+    per_slice_dims(cx.dims(5)?, &ws[0], "w_zero_point")?;
+    if let Some(b) = cx.opt(8)
+        && (b.dtype != DType::I32 || b.dims() != std::slice::from_ref(&ws[0]))
+    {
+        return Err(format!(
+            "B is {} {}; expected int32 [{}]",
+            b.dtype,
+            fmt_dims(b.dims()),
+            ws[0]
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod dims_tests {
+    use super::*;
+    use crate::ops::index::dims_tests::{In, dims, err, infer, infer_op, one, x};
+    use onnx_protobuf::AttributeProto;
+    use onnx_protobuf::attribute_proto::AttributeType;
+
+    /// The registry's operator `name` with integer attributes.
+    fn parsed(name: &str, ints: &[(&str, i64)]) -> crate::ops::Op {
+        let attrs: Vec<AttributeProto> = ints
+            .iter()
+            .map(|&(n, v)| AttributeProto {
+                name: n.into(),
+                i: v,
+                type_: AttributeType::INT.into(),
+                ..Default::default()
+            })
+            .collect();
+        let def = crate::ops::find(name).expect("registered");
+        (def.parse)(&crate::ops::ParseCx {
+            attrs: crate::ops::Attrs(&attrs),
+            opset: 21,
+            op_type: name,
+            n_inputs: 3,
+            node_index: 0,
+        })
+        .expect("parses")
+    }
+
+    fn scale(n: usize) -> In {
+        In::Const(Tensor::from_vec(vec![n], vec![0.5f32; n]))
+    }
+
+    #[test]
+    fn quantize_and_dequantize_keep_the_input_dims() {
+        let q = || parsed("QuantizeLinear", &[("axis", 1)]);
+        let per_axis = vec![x(DType::F32, "N,3,H,W"), scale(3)];
+        assert_eq!(one(infer_op(q(), per_axis, 1)), dims("N,3,H,W"));
+        let per_tensor = vec![
+            x(DType::F32, "N,C"),
+            In::Const(Tensor::from_vec(vec![], vec![0.5f32])),
+        ];
+        assert_eq!(one(infer_op(q(), per_tensor, 1)), dims("N,C"));
+        // Per axis, the scale needs one value per entry along the axis: C is not 3.
+        let e = err(infer_op(q(), vec![x(DType::F32, "N,C"), scale(3)], 1));
+        assert!(
+            e.contains("per-axis quantization along axis 1 of [N, C] needs [C]"),
+            "{e}"
+        );
+        // Blocks of 2 along axis 0 of [N, 4]: the scale has ceil(N / 2) rows.
+        let dq = parsed("DequantizeLinear", &[("axis", 0), ("block_size", 2)]);
+        let want_rows = Dim::sym("N").div_ceil(2);
+        let ins = vec![
+            x(DType::I8, "N,4"),
+            In::Dims(DType::F32, vec![want_rows, 4usize.into()]),
+        ];
+        assert_eq!(one(infer_op(dq.clone(), ins, 1)), dims("N,4"));
+        let ins = vec![x(DType::I8, "N,4"), x(DType::F32, "N,4")];
+        let e = err(infer_op(dq, ins, 1));
+        assert!(
+            e.contains("blocks of 2 along axis 0 of [N, 4] need [(N + 1)/2, 4]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn integer_matmuls_and_convolutions_over_symbols() {
+        let ins = vec![
+            x(DType::U8, "B,S,8"),
+            x(DType::I8, "8,16"),
+            x(DType::U8, ""),
+            x(DType::I8, "16"),
+        ];
+        assert_eq!(one(infer(MatMulInteger, ins, 1)), dims("B,S,16"));
+        // A per-row zero point has A's rows.
+        let zp = |spec: &str| {
+            vec![
+                x(DType::U8, "B,S,8"),
+                x(DType::I8, "8,16"),
+                x(DType::U8, spec),
+            ]
+        };
+        assert_eq!(one(infer(MatMulInteger, zp("S"), 1)), dims("B,S,16"));
+        let e = err(infer(MatMulInteger, zp("T"), 1));
+        assert!(
+            e.contains("a_zero_point has shape [T]; expected one value or [S]"),
+            "{e}"
+        );
+
+        let f = |spec: &str| x(DType::F32, spec);
+        let ins = vec![
+            x(DType::U8, "M,4"),
+            f(""),
+            x(DType::U8, ""),
+            x(DType::U8, "4,N"),
+            f("N"),
+            x(DType::U8, "N"),
+            f(""),
+            x(DType::U8, ""),
+        ];
+        assert_eq!(one(infer(QLinearMatMul, ins, 1)), dims("M,N"));
+
+        let window = Window {
+            kernel_shape: None,
+            strides: Some(vec![2, 2]),
+            dilations: None,
+            pads: Some(vec![1, 1, 1, 1]),
+            auto_pad: crate::ir::AutoPad::NotSet,
+            ceil_mode: false,
+        };
+        let ci = ConvInteger {
+            window: window.clone(),
+            group: 1,
+        };
+        let ins = vec![
+            x(DType::U8, "N,3,H,W"),
+            x(DType::U8, "8,3,3,3"),
+            x(DType::U8, ""),
+            x(DType::U8, "8"),
+        ];
+        let out = one(infer(ci.clone(), ins, 1));
+        let sp = |s: &str| (Dim::sym(s) + 2usize - 3usize).div_floor(2) + 1;
+        assert_eq!(out, vec![Dim::sym("N"), 8usize.into(), sp("H"), sp("W")]);
+        let ins = vec![
+            x(DType::U8, "N,3,H,W"),
+            x(DType::U8, "8,3,3,3"),
+            x(DType::U8, ""),
+            x(DType::U8, "4"),
+        ];
+        assert!(
+            err(infer(ci, ins, 1))
+                .contains("w_zero_point has shape [4]; expected one value or [8]")
+        );
+
+        let qc = QLinearConv { window, group: 1 };
+        let ins = vec![
+            x(DType::U8, "N,3,H,W"),
+            f(""),
+            x(DType::U8, ""),
+            x(DType::I8, "8,3,3,3"),
+            f("8"),
+            x(DType::I8, "8"),
+            f(""),
+            x(DType::U8, ""),
+            x(DType::I32, "8"),
+        ];
+        let out = one(infer(qc.clone(), ins, 1));
+        assert_eq!(out, vec![Dim::sym("N"), 8usize.into(), sp("H"), sp("W")]);
+        let ins = vec![
+            x(DType::U8, "N,3,H,W"),
+            f(""),
+            x(DType::U8, ""),
+            x(DType::I8, "8,3,3,3"),
+            f("8"),
+            x(DType::I8, "8"),
+            f(""),
+            x(DType::U8, ""),
+            x(DType::I32, "C"),
+        ];
+        assert!(err(infer(qc, ins, 1)).contains("B is int32 [C]; expected int32 [8]"));
+    }
+}

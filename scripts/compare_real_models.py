@@ -8,7 +8,8 @@ with onnxruntime.
 
 For each model in testdata/real_models/models.json: `kiln compile` (does it load, which
 operators are unsupported, other errors verbatim), `kiln plan --json` (arena bytes),
-`kiln run --data NAME=input_j.npy --out DIR --runs 20` (latency, single thread), then the
+`kiln run --data NAME=input_j.npy --out DIR --runs 20` (latency, single thread; inputs
+listed in `kiln_constants` are bound with `--constant` instead), then the
 max abs and max relative error of every output against onnxruntime's output_<j>.npy, and
 onnxruntime's own single-threaded latency on the same inputs (median of 20 runs after one
 warm-up). Results go to testdata/real_models/results.json and a markdown table on stdout.
@@ -75,6 +76,9 @@ def one(m: dict, kiln: str, runs: int) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     model = str(DATA / m["file"])
     shapes = [a for s in m["kiln_inputs"] for a in ("--input", s)]
+    # inputs bound at compile time (silero's sample rate): NAME=FILE relative to DATA
+    bound = [c.split("=", 1) for c in m.get("kiln_constants", [])]
+    shapes += [a for n, f in bound for a in ("--constant", f"{n}={DATA / f}")]
     r = {"name": name, "package": f"{m['package']}=={m['version']}", "kind": m["kind"],
          "nodes": m["nodes"]}
     feeds = {i["name"]: np.load(DATA / i["file"]) for i in m["inputs"]}
@@ -91,7 +95,8 @@ def one(m: dict, kiln: str, runs: int) -> dict:
             r["arena_bytes"] = json.loads(out)["arena_bytes"]
         except (ValueError, KeyError):
             r["plan"] = out[:500]
-    data = [a for i in m["inputs"] for a in ("--data", f"{i['name']}={DATA / i['file']}")]
+    data = [a for i in m["inputs"] if not i.get("constant")
+            for a in ("--data", f"{i['name']}={DATA / i['file']}")]
     t = time.time()
     rc, out = sh([kiln, "run", model, *shapes, *data, "--out", str(work / "out"),
                   "--runs", str(runs)])

@@ -2,11 +2,14 @@
 """Times onnxruntime on one model, as the peer of Kiln's benchmarks.
 
     .venv/bin/python scripts/ort_bench.py MODEL.onnx INPUT.npy RUNS
+    .venv/bin/python scripts/ort_bench.py MODEL.onnx NAME=INPUT.npy [NAME=INPUT.npy ...] RUNS
 
 Runs the model on the CPU execution provider, single-threaded (intra_op_num_threads=1,
-inter_op_num_threads=1, ORT_SEQUENTIAL) with all graph optimisations, feeding INPUT.npy to
-the model's first input. After 3 warm-up runs it times RUNS runs and prints one JSON line
-on stdout:
+inter_op_num_threads=1, ORT_SEQUENTIAL) with all graph optimisations. A bare INPUT.npy
+feeds the model's first input (the zoo bench); NAME=INPUT.npy feeds the input NAME, of
+any element type (the real-models bench: several inputs, int64 token ids); every input
+the model declares must be fed. After 3 warm-up runs it times RUNS runs and prints one
+JSON line on stdout:
 
     {"median_ms": 12.3, "min_ms": 12.1, "runs": 20}
 
@@ -23,16 +26,20 @@ WARMUP = 3
 
 
 def main(argv: list) -> int:
-    if len(argv) != 4 or argv[1] in ("-h", "--help"):
+    if len(argv) < 4 or argv[1] in ("-h", "--help"):
         print(__doc__, file=sys.stderr)
         return 2
-    model_path, input_path = argv[1], argv[2]
+    model_path, input_args = argv[1], argv[2:-1]
     try:
-        runs = int(argv[3])
+        runs = int(argv[-1])
     except ValueError:
         runs = 0
     if runs < 1:
-        print(f"ort_bench.py: RUNS must be a positive integer, got {argv[3]!r}", file=sys.stderr)
+        print(f"ort_bench.py: RUNS must be a positive integer, got {argv[-1]!r}", file=sys.stderr)
+        return 2
+    named = [a.split("=", 1) for a in input_args if "=" in a]
+    if len(named) not in (0, len(input_args)) or (not named and len(input_args) != 1):
+        print("ort_bench.py: give one INPUT.npy, or NAME=INPUT.npy for every input", file=sys.stderr)
         return 2
 
     import numpy as np
@@ -45,8 +52,13 @@ def main(argv: list) -> int:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
-    x = np.load(input_path, allow_pickle=False)
-    feeds = {sess.get_inputs()[0].name: x}
+    if named:
+        feeds = {name: np.load(path, allow_pickle=False) for name, path in named}
+        declared = {i.name for i in sess.get_inputs()}
+        if set(feeds) != declared:
+            raise ValueError(f"fed inputs {sorted(feeds)}, the model declares {sorted(declared)}")
+    else:
+        feeds = {sess.get_inputs()[0].name: np.load(input_args[0], allow_pickle=False)}
     # Every graph output is fetched: random.onnx's extra logits output costs a 4 KB copy.
     for _ in range(WARMUP):
         sess.run(None, feeds)

@@ -1,0 +1,135 @@
+//! Latency and memory of every real model, next to onnxruntime on the same inputs in the
+//! same run, both single-threaded. Prints a markdown table; asserts nothing.
+//!
+//! `cargo bench -p kiln-real-models` (needs testdata/real_models from
+//! `scripts/fetch_real_models.py` and .venv from `scripts/setup-python.sh`).
+//! `KILN_BENCH_MODELS=minilm_l6_int8,silero_vad` picks models, `KILN_BENCH_RUNS` sets the
+//! timed runs (default 20, after one warm-up run; onnxruntime gets the same count after
+//! its own 3 warm-up runs, in `scripts/ort_bench.py`).
+//!
+//! kiln ms: median wall time of `Model::run_bytes` (weights loaded once, outside the
+//! timing). ort ms: onnxruntime's median `session.run` with every graph input fed,
+//! including the ones Kiln binds at compile time. Arena: `ARENA_BYTES`, all of `run`'s
+//! working memory; bound: the liveness lower bound without in-place aliasing.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use kiln_real_models::{data_path, module_inputs, real_models, require_data};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// onnxruntime's median over `runs`, or why there is none.
+fn ort_median_ms(m: &kiln_real_models::RealModel, runs: usize) -> Result<f64, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".venv/bin/python");
+    let mut cmd = Command::new(&python);
+    cmd.arg(root.join("scripts/ort_bench.py")).arg(m.onnx);
+    for io in m.inputs {
+        cmd.arg(format!("{}={}", io.name, data_path(io.file).display()));
+    }
+    let out = cmd
+        .arg(runs.to_string())
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text
+        .find("\"median_ms\":")
+        .ok_or_else(|| format!("no median_ms in {text:?}"))?
+        + 12;
+    text[at..]
+        .trim_start()
+        .split([',', '}'])
+        .next()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no number after median_ms in {text:?}"))
+}
+
+fn mib(b: usize) -> String {
+    format!("{:.2}", b as f64 / (1024.0 * 1024.0))
+}
+
+fn main() {
+    require_data();
+    let pick = std::env::var("KILN_BENCH_MODELS").ok();
+    let runs: usize = std::env::var("KILN_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(20);
+    println!(
+        "| model | kiln ms | ort ms | kiln/ort | arena MiB | bound MiB | arena/bound | in-place bound MiB | naive MiB | schedule |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let mut ratios = Vec::new();
+    let mut failed = Vec::new();
+    for m in real_models::MODELS {
+        if pick
+            .as_ref()
+            .is_some_and(|p| !p.split(',').any(|x| x == m.name))
+        {
+            continue;
+        }
+        let c = match &m.compiled {
+            Ok(c) => c,
+            Err(e) => {
+                failed.push(format!("{}: does not compile: {e}", m.name));
+                continue;
+            }
+        };
+        let timed = (|| {
+            let inputs = module_inputs(m, c)?;
+            let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+            let mut s = (c.load)(c.weights).map_err(|e| e.to_string())?;
+            s.run_only(&bytes).map_err(|e| e.to_string())?;
+            (0..runs)
+                .map(|_| {
+                    let t = Instant::now();
+                    s.run_only(&bytes).map_err(|e| e.to_string())?;
+                    Ok(t.elapsed().as_secs_f64() * 1e3)
+                })
+                .collect::<Result<Vec<f64>, String>>()
+        })();
+        let kiln = match timed {
+            Ok(t) => median(t),
+            Err(e) => {
+                failed.push(format!("{}: {e}", m.name));
+                continue;
+            }
+        };
+        let ort = ort_median_ms(m, runs)
+            .map_err(|e| failed.push(format!("{}: onnxruntime: {e}", m.name)))
+            .ok();
+        let ratio = ort.map(|o| kiln / o);
+        ratios.extend(ratio);
+        println!(
+            "| {} | {kiln:.3} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
+            m.name,
+            ort.map_or("-".into(), |o| format!("{o:.3}")),
+            ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            mib(c.arena_bytes),
+            mib(c.lower_bound_bytes),
+            c.arena_bytes as f64 / c.lower_bound_bytes as f64,
+            mib(c.in_place_lower_bound_bytes),
+            mib(c.naive_bytes),
+            c.schedule,
+        );
+    }
+    if !ratios.is_empty() {
+        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        println!(
+            "\ngeometric mean kiln/ort: {geo:.2} over {} models ({runs} runs each, single thread)",
+            ratios.len()
+        );
+    }
+    for f in failed {
+        println!("not measured: {f}");
+    }
+}

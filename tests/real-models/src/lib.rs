@@ -1,0 +1,203 @@
+//! Real pretrained models (the ones `scripts/fetch_real_models.py` takes out of PyPI
+//! wheels), compiled by `build.rs` into one crate, and what the tests and the bench share:
+//! the table of models, a session per model over its byte interface, reading the seeded
+//! inputs and onnxruntime's outputs, and the error measures.
+
+use std::path::{Path, PathBuf};
+
+use kiln_compiler::tensor::Tensor;
+
+/// One input or output as `models.json` describes it: its graph name and its `.npy`
+/// file, relative to [`real_models::DATA_DIR`].
+pub struct Io {
+    pub name: &'static str,
+    pub file: &'static str,
+    /// Bound at compile time (`kiln_constants`): not an input of the generated module.
+    pub constant: bool,
+}
+
+/// One model of `models.json`.
+pub struct RealModel {
+    pub name: &'static str,
+    /// Its ONNX file (what onnxruntime runs in the bench).
+    pub onnx: &'static str,
+    /// Every graph input, in graph order, with its data.
+    pub inputs: &'static [Io],
+    /// onnxruntime's output files, in graph order.
+    pub outputs: &'static [Io],
+    /// The generated module, or the compile error.
+    pub compiled: Result<Compiled, &'static str>,
+}
+
+/// A model Kiln compiled: its plan's figures and its generated module.
+pub struct Compiled {
+    pub arena_bytes: usize,
+    /// The liveness lower bound without in-place aliasing.
+    pub lower_bound_bytes: usize,
+    /// The bound with the plan's in-place aliases (at most `lower_bound_bytes`).
+    pub in_place_lower_bound_bytes: usize,
+    pub naive_bytes: usize,
+    pub weights_bytes: usize,
+    pub steps: usize,
+    /// The step order Kiln kept: `file order` or `memory-aware`.
+    pub schedule: &'static str,
+    pub inputs: &'static [kiln_runtime::TensorInfo],
+    pub outputs: &'static [kiln_runtime::TensorInfo],
+    /// Path of its weights file (loaded at run time).
+    pub weights: &'static str,
+    /// Loads the weights and allocates a context.
+    pub load: fn(&str) -> Result<Box<dyn Session>, kiln_runtime::Error>,
+}
+
+/// A loaded model with its own context, run through `Model::run_bytes`.
+pub trait Session {
+    /// Runs once; every output's bytes, in `OUTPUTS` order.
+    fn run(&mut self, inputs: &[&[u8]]) -> Result<Vec<Vec<u8>>, kiln_runtime::Error>;
+    /// Runs once and drops the outputs (what the bench times: no copies).
+    fn run_only(&mut self, inputs: &[&[u8]]) -> Result<(), kiln_runtime::Error>;
+}
+
+#[allow(clippy::all, non_camel_case_types)]
+pub mod real_models {
+    use super::{Compiled, Io, RealModel};
+    include!(concat!(env!("OUT_DIR"), "/real_models.rs"));
+}
+
+/// Fails with instructions when `models.json` was never made (or cannot be read).
+pub fn require_data() {
+    let missing = env!("KILN_REAL_MODELS_MISSING");
+    assert!(
+        missing.is_empty(),
+        "no real-model test data ({missing}): run `.venv/bin/python \
+         scripts/fetch_real_models.py` (after scripts/setup-python.sh; `bash .ci/run` does \
+         both), then rebuild"
+    );
+}
+
+/// The model called `name`, compiled; panics naming it and the compile error otherwise.
+pub fn find(name: &str) -> (&'static RealModel, &'static Compiled) {
+    require_data();
+    let m = real_models::MODELS
+        .iter()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not in models.json; run `.venv/bin/python scripts/fetch_real_models.py`"
+            )
+        });
+    match &m.compiled {
+        Ok(c) => (m, c),
+        Err(e) => panic!("{name} does not compile: {e}"),
+    }
+}
+
+pub fn data_path(file: &str) -> PathBuf {
+    Path::new(real_models::DATA_DIR).join(file)
+}
+
+fn read_npy(file: &str) -> Result<Tensor, String> {
+    kiln_compiler::npy::read(&data_path(file)).map_err(|e| e.to_string())
+}
+
+/// The seeded inputs of the generated module, in its `INPUTS` order, each checked against
+/// the module's declared element type and shape.
+pub fn module_inputs(m: &RealModel, c: &Compiled) -> Result<Vec<Tensor>, String> {
+    c.inputs
+        .iter()
+        .map(|info| {
+            let io = m
+                .inputs
+                .iter()
+                .find(|io| io.name == info.name && !io.constant)
+                .ok_or_else(|| format!("{}: no data for input `{}`", m.name, info.name))?;
+            let t = read_npy(io.file)?;
+            if t.dtype.name() != info.dtype || t.shape != info.shape {
+                return Err(format!(
+                    "{}: {} is {} {:?}; the module's input `{}` is {} {:?}",
+                    m.name,
+                    io.file,
+                    t.dtype.name(),
+                    t.shape,
+                    info.name,
+                    info.dtype,
+                    info.shape
+                ));
+            }
+            Ok(t)
+        })
+        .collect()
+}
+
+/// onnxruntime's value of the module's output `info` (matched by name), as `f64`.
+pub fn reference_output(m: &RealModel, info: &kiln_runtime::TensorInfo) -> Result<Tensor, String> {
+    let io = m
+        .outputs
+        .iter()
+        .find(|io| io.name == info.name)
+        .ok_or_else(|| format!("{}: no onnxruntime output named `{}`", m.name, info.name))?;
+    read_npy(io.file)
+}
+
+/// An output's bytes (little-endian, `dtype` as `TensorInfo` names it) as `f64`.
+pub fn decode(bytes: &[u8], dtype: &str) -> Result<Vec<f64>, String> {
+    fn each<const N: usize>(bytes: &[u8], f: impl Fn([u8; N]) -> f64) -> Vec<f64> {
+        bytes
+            .chunks_exact(N)
+            .map(|c| f(c.try_into().expect("chunks_exact gives N bytes")))
+            .collect()
+    }
+    Ok(match dtype {
+        "float32" => each(bytes, |b| f32::from_le_bytes(b) as f64),
+        "float64" => each(bytes, f64::from_le_bytes),
+        "int64" => each(bytes, |b| i64::from_le_bytes(b) as f64),
+        "int32" => each(bytes, |b| i32::from_le_bytes(b) as f64),
+        other => return Err(format!("outputs of type {other} are not compared here")),
+    })
+}
+
+/// How far an output is from onnxruntime's.
+#[derive(Debug, Clone, Copy)]
+pub struct Errors {
+    /// max |got - want|.
+    pub max_abs: f64,
+    /// `max_abs` over the output's scale, max |want| (as compare_real_models.py does, so
+    /// elements near zero do not dominate).
+    pub max_rel: f64,
+    /// The largest |got - want| / (atol + rtol · |want|): the share of the tolerance
+    /// the worst element uses (NaN if any value is NaN).
+    pub used: f64,
+    /// Every element within `atol + rtol · |want|` (a NaN is within nothing).
+    pub within: bool,
+}
+
+pub fn compare(got: &[f64], want: &[f64], atol: f64, rtol: f64) -> Errors {
+    assert_eq!(got.len(), want.len(), "output length");
+    let mut max_abs = 0.0f64;
+    let mut scale = 0.0f64;
+    let mut used = 0.0f64;
+    let mut within = true;
+    for (&g, &w) in got.iter().zip(want) {
+        let d = (g - w).abs();
+        let bound = atol + rtol * w.abs();
+        if d.is_nan() || d > bound {
+            within = false;
+        }
+        max_abs = max_abs.max(d);
+        used = used.max(d / bound);
+        scale = scale.max(w.abs());
+    }
+    if got.iter().chain(want).any(|v| v.is_nan()) {
+        max_abs = f64::NAN;
+        used = f64::NAN;
+    }
+    Errors {
+        max_abs,
+        max_rel: if scale > 0.0 {
+            max_abs / scale
+        } else {
+            max_abs
+        },
+        used,
+        within,
+    }
+}

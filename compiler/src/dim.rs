@@ -20,6 +20,8 @@ pub struct Dim(Poly);
 
 /// Sum of terms, each a coefficient times a product of atoms (sorted, repeated for
 /// powers). The constant term has no atoms; zero coefficients are never stored.
+/// Coefficients saturate at `i64::MAX` rather than wrap, so that a malformed model's
+/// absurd sizes stay absurd and fail the element-count check.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 struct Poly(BTreeMap<Vec<Atom>, i64>);
 
@@ -55,9 +57,17 @@ impl Poly {
         }
     }
 
+    /// The atom, when the polynomial is exactly one atom with coefficient 1.
+    fn single_atom(&self) -> Option<&Atom> {
+        match self.0.iter().next() {
+            Some((atoms, 1)) if self.0.len() == 1 && atoms.len() == 1 => atoms.first(),
+            _ => None,
+        }
+    }
+
     fn add_term(&mut self, atoms: Vec<Atom>, c: i64) {
         let e = self.0.entry(atoms).or_insert(0);
-        *e = e.wrapping_add(c);
+        *e = e.saturating_add(c);
         if *e == 0 {
             self.0.retain(|_, c| *c != 0);
         }
@@ -74,7 +84,7 @@ impl Poly {
     fn scale(&self, k: i64) -> Poly {
         let mut r = Poly::default();
         for (a, &c) in &self.0 {
-            r.add_term(a.clone(), c.wrapping_mul(k));
+            r.add_term(a.clone(), c.saturating_mul(k));
         }
         r
     }
@@ -86,7 +96,7 @@ impl Poly {
                 let mut atoms = a.clone();
                 atoms.extend(b.iter().cloned());
                 atoms.sort();
-                r.add_term(atoms, c.wrapping_mul(d));
+                r.add_term(atoms, c.saturating_mul(d));
             }
         }
         r
@@ -207,7 +217,13 @@ impl Dim {
         }
         let floor = match rest.as_constant() {
             Some(c) => Poly::constant(c.div_euclid(ki)),
-            None => Poly::atom(Atom::FloorDiv(Box::new(rest), k)),
+            // floor(floor(p / a) / k) = floor(p / (a*k)).
+            None => match rest.single_atom() {
+                Some(Atom::FloorDiv(p, a)) if a.checked_mul(k).is_some() => {
+                    Poly::atom(Atom::FloorDiv(p.clone(), a * k))
+                }
+                _ => Poly::atom(Atom::FloorDiv(Box::new(rest), k)),
+            },
         };
         Dim(q.add(&floor))
     }
@@ -465,6 +481,11 @@ mod tests {
             assert_eq!(at(&w().div_ceil(8), v), (v + 7) / 8);
         }
         assert_eq!(Dim::from(7usize).div_floor(2), 3usize);
+        let nested = (w() + 1usize).div_floor(2).div_floor(2);
+        assert_eq!(nested.to_string(), "(W + 1)/4");
+        for v in [0, 1, 2, 3, 4, 5, 6, 7, 100, 101] {
+            assert_eq!(at(&nested, v), (v + 1) / 2 / 2);
+        }
     }
 
     #[test]

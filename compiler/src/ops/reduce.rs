@@ -10,6 +10,7 @@ use std::sync::Arc;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use crate::dim::Dim;
 use crate::lower::TypedCall;
 use crate::tensor::{Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
@@ -25,10 +26,8 @@ pub struct Reduce {
 }
 
 impl Reduce {
-    /// The kernel's parameters and the output shape.
-    fn params(&self, cx: &InferCx) -> R<(tp::Reduce, Vec<usize>)> {
-        let s = cx.shape(0)?;
-        let rank = s.len();
+    /// Which of the input's `rank` axes are reduced.
+    fn reduced(&self, cx: &InferCx, rank: usize) -> R<[bool; tp::RANK]> {
         if rank > tp::RANK {
             return Err(format!("rank {rank} exceeds {}", tp::RANK));
         }
@@ -49,21 +48,35 @@ impl Reduce {
                 reduced[normalize_axis(a, rank)?] = true;
             }
         }
+        Ok(reduced)
+    }
+
+    /// The output dims: reduced axes dropped, or kept as 1 with `keepdims`.
+    fn out_dims(&self, cx: &InferCx) -> R<Vec<Dim>> {
+        let s = cx.dims(0)?;
+        let reduced = self.reduced(cx, s.len())?;
+        Ok(s.iter()
+            .enumerate()
+            .filter_map(|(d, n)| match (reduced[d], self.keepdims) {
+                (false, _) => Some(n.clone()),
+                (true, true) => Some(Dim::from(1usize)),
+                (true, false) => None,
+            })
+            .collect())
+    }
+
+    /// The kernel's parameters.
+    fn params(&self, cx: &InferCx) -> R<tp::Reduce> {
+        let s = cx.shape(0)?;
+        let rank = s.len();
         let mut p = tp::Reduce {
             op: self.op,
             rank,
             in_shape: [1; tp::RANK],
-            reduced,
+            reduced: self.reduced(cx, rank)?,
         };
         p.in_shape[..rank].copy_from_slice(s);
-        let shape = (0..rank)
-            .filter_map(|d| match (reduced[d], self.keepdims) {
-                (false, _) => Some(s[d]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect();
-        Ok((p, shape))
+        Ok(p)
     }
 }
 
@@ -78,11 +91,11 @@ impl Operator for Reduce {
             _ => Types::Numeric,
         };
         cx.check_type(0, types)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, self.params(cx)?.1)])
+        Ok(vec![Fact::new(cx.dtype(0)?, self.out_dims(cx)?)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "data")?;
-        let (p, _) = self.params(cx)?;
+        let p = self.params(cx)?;
         let n = outs[0].shape.iter().product();
         let data = dispatch_data!(&x.data, v: T => {
             let mut out = vec![T::default(); n];
@@ -93,7 +106,7 @@ impl Operator for Reduce {
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let infer = cx.infer_cx();
-        let (p, _) = self.params(&infer)?;
+        let p = self.params(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
         cx.typed(TypedCall::new("reduce", vec![d], &p), vec![x], 0)?;

@@ -13,9 +13,10 @@ use kiln_runtime::params;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::{
-    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, foldable,
-    normalize_axis,
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, broadcast_dims,
+    foldable, normalize_axis,
 };
+use crate::dim::{Dim, fixed_shape, fmt_dims};
 use crate::lower::{Kernel, TypedCall};
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, dispatch_dtype, impl_as_any};
@@ -122,51 +123,54 @@ pub enum View {
     Dropout,
 }
 
-fn reshape_shape(input: &[usize], target: &[i64], allow_zero: bool) -> R<Vec<usize>> {
-    let total: usize = input.iter().product();
+/// Reshape's output dims: `0` copies the input's dim (unless `allow_zero`), one `-1`
+/// takes what is left, which must divide exactly (`[N, S, 768]` to `[-1, 768]` is
+/// `[N*S, 768]`).
+fn reshape_dims(input: &[Dim], target: &[i64], allow_zero: bool) -> R<Vec<Dim>> {
+    let total: Dim = input.iter().product();
     let mut out = Vec::with_capacity(target.len());
     let mut infer_at = None;
     for (i, &t) in target.iter().enumerate() {
         match t {
             -1 if infer_at.is_none() => {
                 infer_at = Some(i);
-                out.push(1);
+                out.push(Dim::from(1usize));
             }
             0 if !allow_zero => out.push(
-                *input
+                input
                     .get(i)
+                    .cloned()
                     .ok_or_else(|| format!("0 at position {i} copies a missing dim"))?,
             ),
-            t if t >= 0 => out.push(t as usize),
+            t if t >= 0 => out.push(Dim::from(t)),
             _ => return Err(format!("invalid target shape {target:?}")),
         }
     }
-    let known = out
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| format!("cannot reshape {input:?} ({total} elements) to {target:?}"))?;
+    let known: Dim = out.iter().product();
+    let err = || {
+        format!(
+            "cannot reshape {} ({total} elements) to {target:?}",
+            fmt_dims(input)
+        )
+    };
     if let Some(i) = infer_at {
-        if known == 0 || !total.is_multiple_of(known) {
-            return Err(format!(
-                "cannot reshape {input:?} ({total} elements) to {target:?}"
-            ));
+        if known.is(0) {
+            return Err(err());
         }
-        out[i] = total / known;
+        out[i] = total.div_exact(&known).ok_or_else(err)?;
     } else if known != total {
-        return Err(format!(
-            "cannot reshape {input:?} ({total} elements) to {target:?}"
-        ));
+        return Err(err());
     }
     Ok(out)
 }
 
 impl View {
-    fn shape(&self, cx: &InferCx) -> R<Vec<usize>> {
-        let s = cx.shape(0)?;
+    fn dims(&self, cx: &InferCx) -> R<Vec<Dim>> {
+        let s = cx.dims(0)?;
         Ok(match self {
             View::Reshape { allow_zero } => {
                 let target = cx.constant(1, "target shape")?.as_i64();
-                reshape_shape(s, &target, *allow_zero)?
+                reshape_dims(s, &target, *allow_zero)?
             }
             View::Flatten { axis } => {
                 let a = if *axis < 0 {
@@ -187,18 +191,19 @@ impl View {
                     None => None,
                 };
                 match axes {
-                    None => s.iter().copied().filter(|&d| d != 1).collect(),
+                    // A symbolic dim is kept: it is not known to be 1.
+                    None => s.iter().filter(|d| !d.is(1)).cloned().collect(),
                     Some(axes) => {
                         let axes = axes
                             .iter()
                             .map(|&a| normalize_axis(a, s.len()))
                             .collect::<R<Vec<_>>>()?;
-                        if let Some(&a) = axes.iter().find(|&&a| s[a] != 1) {
+                        if let Some(&a) = axes.iter().find(|&&a| !s[a].is(1)) {
                             return Err(format!("cannot squeeze axis {a} of size {}", s[a]));
                         }
                         (0..s.len())
                             .filter(|d| !axes.contains(d))
-                            .map(|d| s[d])
+                            .map(|d| s[d].clone())
                             .collect()
                     }
                 }
@@ -217,9 +222,9 @@ impl View {
                 let mut shape = Vec::with_capacity(rank);
                 for d in 0..rank {
                     shape.push(if axes.contains(&d) {
-                        1
+                        Dim::from(1usize)
                     } else {
-                        *it.next().ok_or("repeated axes")?
+                        it.next().ok_or("repeated axes")?.clone()
                     });
                 }
                 shape
@@ -242,16 +247,20 @@ impl Operator for View {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let x = cx.input(0)?;
-        let shape = self.shape(cx)?;
-        let mut out = vec![match &x.constant {
-            Some(t) => Fact::constant(Tensor::new(shape, t.data.clone())),
-            None => Fact::new(x.dtype, shape),
+        let dims = self.dims(cx)?;
+        let mut out = vec![match (&x.constant, fixed_shape(&dims)) {
+            (Some(t), Some(shape)) => Fact::constant(Tensor::new(shape, t.data.clone())),
+            _ => Fact::new(x.dtype, dims),
         }];
         if matches!(self, View::Dropout) && cx.n_outputs() > 1 {
-            // Inference: the mask keeps everything.
-            let s = x.shape().to_vec();
-            let n = s.iter().product();
-            out.push(Fact::constant(Tensor::from_vec(s, vec![typed::Bool(1); n])));
+            // Inference: the mask keeps everything (a constant once its dims are fixed).
+            out.push(match x.shape.clone() {
+                Some(s) => {
+                    let n = s.iter().product();
+                    Fact::constant(Tensor::from_vec(s, vec![typed::Bool(1); n]))
+                }
+                None => Fact::new(DType::Bool, x.dims().to_vec()),
+            });
         }
         Ok(out)
     }
@@ -309,6 +318,11 @@ fn eval_range(start: &Tensor, limit: &Tensor, delta: &Tensor) -> R<Tensor> {
     Ok(Tensor::new(vec![n], data))
 }
 
+/// `Shape`'s `start`/`end`: negative counts from the end, clamped to `0..=rank`.
+fn clamp_axis(v: i64, rank: i64) -> usize {
+    (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize
+}
+
 impl ConstantOp {
     fn value(&self, cx: &InferCx) -> R<Tensor> {
         Ok(match self {
@@ -329,8 +343,7 @@ impl ConstantOp {
             ConstantOp::Shape { start, end } => {
                 let s = cx.shape(0)?;
                 let r = s.len() as i64;
-                let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-                let (a, b) = (clamp(*start), clamp(end.unwrap_or(r)));
+                let (a, b) = (clamp_axis(*start, r), clamp_axis(end.unwrap_or(r), r));
                 let dims: Vec<i64> = s[a..b.max(a)].iter().map(|&d| d as i64).collect();
                 Tensor::i64(vec![dims.len()], dims)
             }
@@ -373,7 +386,18 @@ impl Operator for ConstantOp {
         }
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        Ok(vec![Fact::constant(self.value(cx)?)])
+        // The shape of a tensor with symbolic dims is a value known only at run time.
+        match self {
+            ConstantOp::Shape { start, end } if fixed_shape(cx.dims(0)?).is_none() => {
+                let r = cx.dims(0)?.len() as i64;
+                let (a, b) = (clamp_axis(*start, r), clamp_axis(end.unwrap_or(r), r));
+                Ok(vec![Fact::new(DType::I64, vec![b.saturating_sub(a)])])
+            }
+            ConstantOp::Size if fixed_shape(cx.dims(0)?).is_none() => {
+                Ok(vec![Fact::new(DType::I64, Vec::<usize>::new())])
+            }
+            _ => Ok(vec![Fact::constant(self.value(cx)?)]),
+        }
     }
     fn lower(&self, _: &mut LowerCx) -> R<()> {
         Err("should have been folded to a constant".into())
@@ -397,18 +421,18 @@ impl Operator for Concat {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let ins = cx.inputs();
         let first = ins.first().ok_or("needs at least one input")?;
-        let rank = first.shape().len();
+        let rank = first.dims().len();
         let axis = normalize_axis(self.axis, rank)?;
-        let mut shape = first.shape().to_vec();
-        shape[axis] = 0;
+        let mut shape = first.dims().to_vec();
+        shape[axis] = Dim::from(0usize);
         for v in &ins {
-            let s = v.shape();
+            let s = v.dims();
             if s.len() != rank || (0..rank).any(|d| d != axis && s[d] != shape[d]) {
                 return Err(format!(
                     "input `{}` has shape {:?}, incompatible with {:?} along axis {axis}",
                     v.name,
                     s,
-                    first.shape()
+                    first.dims()
                 ));
             }
             if v.dtype != first.dtype {
@@ -417,7 +441,7 @@ impl Operator for Concat {
                     v.name, v.dtype, first.dtype
                 ));
             }
-            shape[axis] += s[axis];
+            shape[axis] = shape[axis].clone() + s[axis].clone();
         }
         Ok(vec![Fact::new(first.dtype, shape)])
     }
@@ -560,24 +584,7 @@ impl Movement {
         let rank = s.len();
         Ok(match self {
             Movement::Slice { starts, ends, axes } => {
-                let get = |attr: &Option<Vec<i64>>, i: usize, what: &str| -> R<Option<Vec<i64>>> {
-                    match attr {
-                        Some(v) => Ok(Some(v.clone())),
-                        None if cx.opt(i).is_some() => Ok(Some(cx.constant(i, what)?.as_i64())),
-                        None => Ok(None),
-                    }
-                };
-                let starts = get(starts, 1, "starts")?.ok_or("starts are required")?;
-                let ends = get(ends, 2, "ends")?.ok_or("ends are required")?;
-                let axes =
-                    get(axes, 3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-                let steps = get(&None, 4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
-                if ends.len() != starts.len()
-                    || axes.len() != starts.len()
-                    || steps.len() != starts.len()
-                {
-                    return Err("starts, ends, axes and steps must have equal lengths".into());
-                }
+                let [starts, ends, axes, steps] = slice_args(cx, starts, ends, axes)?;
                 let mut out: Vec<usize> = s.to_vec();
                 let mut st: Vec<isize> = cs.clone();
                 let mut offset = 0isize;
@@ -711,6 +718,157 @@ impl Movement {
     }
 }
 
+impl Movement {
+    /// The outputs' dims when input 0 has symbolic dims (the same rules as
+    /// [`Movement::views`], over [`Dim`]s; a rule that needs the size of a symbolic
+    /// axis says so).
+    fn symbolic_dims(&self, cx: &InferCx) -> R<Vec<Vec<Dim>>> {
+        let s = cx.dims(0)?;
+        let rank = s.len();
+        let one = |v: usize| Dim::from(v);
+        Ok(match self {
+            Movement::Slice { starts, ends, axes } => {
+                let [starts, ends, axes, steps] = slice_args(cx, starts, ends, axes)?;
+                let mut out = s.to_vec();
+                for k in 0..starts.len() {
+                    let a = normalize_axis(axes[k], rank)?;
+                    out[a] = slice_len(&s[a], starts[k], ends[k], steps[k])?;
+                }
+                vec![out]
+            }
+            Movement::Split {
+                axis,
+                split,
+                num_outputs,
+            } => {
+                let a = normalize_axis(*axis, rank)?;
+                let n_out = cx.n_outputs();
+                if split.is_some() || cx.opt(1).is_some() {
+                    return Err(format!(
+                        "explicit split sizes need axis {a} ({}) known",
+                        s[a]
+                    ));
+                }
+                let k = num_outputs.unwrap_or(n_out).max(1);
+                if k != n_out {
+                    return Err(format!("{k} parts named for {n_out} outputs"));
+                }
+                // Equal parts of ceil(n / k), the last one what remains.
+                let chunk = s[a].div_ceil(k as u64);
+                (0..k)
+                    .map(|i| {
+                        let mut o = s.to_vec();
+                        o[a] = if i + 1 < k {
+                            chunk.clone()
+                        } else {
+                            s[a].clone() - chunk.clone() * (k - 1)
+                        };
+                        o
+                    })
+                    .collect()
+            }
+            Movement::Expand => {
+                let target = cx.constant(1, "shape")?.as_i64();
+                let target: Vec<Dim> = target
+                    .iter()
+                    .map(|&v| usize::try_from(v).map(one).map_err(|_| format!("negative dim {v}")))
+                    .collect::<R<_>>()?;
+                vec![broadcast_dims(&[s, &target])?]
+            }
+            Movement::Tile => {
+                let reps = cx.constant(1, "repeats")?.as_i64();
+                if reps.len() != rank || reps.iter().any(|&r| r < 0) {
+                    return Err(format!(
+                        "repeats {reps:?} must be {rank} non-negative values"
+                    ));
+                }
+                vec![s.iter().zip(&reps).map(|(d, &r)| d.clone() * r as usize).collect()]
+            }
+            Movement::DepthToSpace { block: b, .. } => {
+                let bb = Dim::from(b * b);
+                let c = (rank == 4)
+                    .then(|| s[1].div_exact(&bb))
+                    .flatten()
+                    .ok_or_else(|| format!("input {s:?} does not split into blocks of {b}x{b}"))?;
+                vec![vec![s[0].clone(), c, s[2].clone() * *b, s[3].clone() * *b]]
+            }
+            Movement::SpaceToDepth { block: b, .. } => {
+                let bd = Dim::from(*b);
+                let split = |d: &Dim| d.div_exact(&bd);
+                let (Some(h), Some(w)) = (
+                    (rank == 4).then(|| split(&s[2])).flatten(),
+                    (rank == 4).then(|| split(&s[3])).flatten(),
+                ) else {
+                    return Err(format!("input {s:?} does not split into blocks of {b}x{b}"));
+                };
+                vec![vec![s[0].clone(), s[1].clone() * (b * b), h, w]]
+            }
+        })
+    }
+}
+
+/// Slice's `starts`, `ends`, `axes` and `steps`, from the attributes (opset < 10) or
+/// the constant inputs 1..=4, checked to have equal lengths.
+fn slice_args(
+    cx: &InferCx,
+    starts: &Option<Vec<i64>>,
+    ends: &Option<Vec<i64>>,
+    axes: &Option<Vec<i64>>,
+) -> R<[Vec<i64>; 4]> {
+    let get = |attr: &Option<Vec<i64>>, i: usize, what: &str| -> R<Option<Vec<i64>>> {
+        match attr {
+            Some(v) => Ok(Some(v.clone())),
+            None if cx.opt(i).is_some() => Ok(Some(cx.constant(i, what)?.as_i64())),
+            None => Ok(None),
+        }
+    };
+    let starts = get(starts, 1, "starts")?.ok_or("starts are required")?;
+    let ends = get(ends, 2, "ends")?.ok_or("ends are required")?;
+    let axes = get(axes, 3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = get(&None, 4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err("starts, ends, axes and steps must have equal lengths".into());
+    }
+    Ok([starts, ends, axes, steps])
+}
+
+/// The length of `start..end` by `step` along an axis of size `n`, as Slice clamps
+/// them. A symbolic `n` takes step 1 only; an `end` at or beyond `i64::MAX / 2` (what
+/// exporters write for "to the end") is `n`.
+fn slice_len(n: &Dim, start: i64, end: i64, step: i64) -> R<Dim> {
+    if step == 0 {
+        return Err("slice step is zero".into());
+    }
+    if let Some(n) = n.known() {
+        let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+        let (b, e) = if step > 0 {
+            (fix(start).clamp(0, n), fix(end).clamp(0, n))
+        } else {
+            (fix(start).clamp(-1, n - 1), fix(end).clamp(-1, n - 1))
+        };
+        let len = if step > 0 {
+            ((e - b).max(0) + step - 1) / step
+        } else {
+            ((b - e).max(0) + (-step) - 1) / (-step)
+        };
+        return Ok(Dim::from(len));
+    }
+    if step != 1 {
+        return Err(format!("a slice with step {step} needs the axis' size ({n}) known"));
+    }
+    let zero = Dim::from(0usize);
+    let at = |v: i64| -> Dim {
+        if v >= i64::MAX / 2 {
+            n.clone()
+        } else if v >= 0 {
+            Dim::from(v).min(n)
+        } else {
+            (n.clone() + Dim::from(v)).max(&zero)
+        }
+    };
+    Ok((at(end) - at(start)).max(&zero))
+}
+
 impl Operator for Movement {
     fn name(&self) -> &'static str {
         match self {
@@ -724,10 +882,17 @@ impl Operator for Movement {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.dtype(0)?;
+        if cx.input(0)?.shape.is_some() {
+            return Ok(self
+                .views(cx)?
+                .into_iter()
+                .map(|(shape, _)| Fact::new(d, shape))
+                .collect());
+        }
         Ok(self
-            .views(cx)?
+            .symbolic_dims(cx)?
             .into_iter()
-            .map(|(shape, _)| Fact::new(d, shape))
+            .map(|dims| Fact::new(d, dims))
             .collect())
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
@@ -759,9 +924,8 @@ pub struct Pad {
 }
 
 impl Pad {
-    fn params(&self, cx: &InferCx) -> R<tp::Pad> {
-        let s = cx.shape(0)?;
-        let rank = s.len();
+    /// The pads (begins then ends) and the axes they apply to, for input rank `rank`.
+    fn pads_and_axes(&self, cx: &InferCx, rank: usize) -> R<(Vec<i64>, Vec<usize>)> {
         let pads = match &self.pads {
             Some(p) => p.clone(),
             None => cx.constant(1, "pads")?.as_i64(),
@@ -781,6 +945,13 @@ impl Pad {
                 axes.len()
             ));
         }
+        Ok((pads, axes))
+    }
+
+    fn params(&self, cx: &InferCx) -> R<tp::Pad> {
+        let s = cx.shape(0)?;
+        let rank = s.len();
+        let (pads, axes) = self.pads_and_axes(cx, rank)?;
         if rank > tp::RANK {
             return Err(format!("rank {rank} exceeds {}", tp::RANK));
         }
@@ -811,11 +982,21 @@ impl Operator for Pad {
         "Pad"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        let p = self.params(cx)?;
-        Ok(vec![Fact::new(
-            cx.dtype(0)?,
-            p.out_shape[..p.rank].to_vec(),
-        )])
+        if cx.input(0)?.shape.is_some() {
+            let p = self.params(cx)?;
+            return Ok(vec![Fact::new(
+                cx.dtype(0)?,
+                p.out_shape[..p.rank].to_vec(),
+            )]);
+        }
+        // Symbolic dims: each padded axis grows by its pads.
+        let s = cx.dims(0)?;
+        let (pads, axes) = self.pads_and_axes(cx, s.len())?;
+        let mut out = s.to_vec();
+        for (k, &a) in axes.iter().enumerate() {
+            out[a] = out[a].clone() + Dim::from(pads[k] + pads[k + axes.len()]);
+        }
+        Ok(vec![Fact::new(cx.dtype(0)?, out)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "data")?;
@@ -901,8 +1082,11 @@ impl Operator for Trilu {
         "Trilu"
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
-        self.params(cx)?;
-        Ok(vec![Fact::new(cx.dtype(0)?, cx.dims(0)?.to_vec())])
+        let s = cx.dims(0)?;
+        if s.len() < 2 {
+            return Err(format!("input must have rank ≥ 2, got {s:?}"));
+        }
+        Ok(vec![Fact::new(cx.dtype(0)?, s.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;

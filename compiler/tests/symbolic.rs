@@ -1,0 +1,280 @@
+//! Shape inference over symbolic dims (`kiln_compiler::infer_shapes`): the dims it
+//! derives in the symbols must agree, at every point tried, with inference on the
+//! fixed shapes — for a small CNN built here and for the zoo models with their batch
+//! (and, where the model allows, their image size) made symbolic.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use common::{Model, Node};
+use kiln_compiler::dim::fmt_dims;
+use kiln_compiler::ir::Graph;
+use kiln_compiler::{Options, infer_shapes};
+use onnx_protobuf::tensor_shape_proto::dimension;
+use onnx_protobuf::{Message, ModelProto};
+
+/// Infers `bytes` with every symbol left open, then at each point of `points` with the
+/// inputs fixed there, and checks every value's symbolic dims evaluate to its fixed
+/// shape. Returns the symbolic graph.
+fn check_against_fixed(bytes: &[u8], points: &[&[(&str, i64)]]) -> Graph {
+    let symbolic = infer_shapes(bytes, &Options::default()).expect("symbolic inference");
+    for point in points {
+        let bind = |s: &str| point.iter().find(|(n, _)| *n == s).map(|&(_, v)| v);
+        let input_dims = symbolic
+            .inputs
+            .iter()
+            .map(|i| {
+                let v = symbolic.value(i.value);
+                let dims = v
+                    .dims()
+                    .iter()
+                    .map(|d| d.eval(&bind).expect("every symbol bound") as usize)
+                    .collect();
+                (v.name.clone(), dims)
+            })
+            .collect();
+        let opts = Options {
+            input_dims,
+            ..Options::default()
+        };
+        let fixed = infer_shapes(bytes, &opts).expect("fixed inference");
+        let by_name: BTreeMap<&str, &[usize]> = fixed
+            .values
+            .iter()
+            .filter(|v| v.dims.is_some())
+            .map(|v| (v.name.as_str(), v.shape()))
+            .collect();
+        let mut compared = 0;
+        for v in symbolic.values.iter().filter(|v| v.dims.is_some()) {
+            let Some(&want) = by_name.get(v.name.as_str()) else {
+                continue;
+            };
+            let got: Vec<i64> = v
+                .dims()
+                .iter()
+                .map(|d| d.eval(&bind).unwrap_or(-1))
+                .collect();
+            let want: Vec<i64> = want.iter().map(|&d| d as i64).collect();
+            assert_eq!(
+                got,
+                want,
+                "`{}`: {} at {point:?}",
+                v.name,
+                fmt_dims(v.dims())
+            );
+            compared += 1;
+        }
+        assert!(compared > 0, "no value compared at {point:?}");
+    }
+    symbolic
+}
+
+fn output_dims(g: &Graph, i: usize) -> String {
+    fmt_dims(g.value(g.outputs[i]).dims())
+}
+
+#[test]
+fn a_small_cnn_infers_in_its_symbols() {
+    let w: Vec<f32> = (0..8 * 3 * 9).map(|i| i as f32 * 0.01).collect();
+    let fc: Vec<f32> = (0..4 * 8).map(|i| i as f32 * 0.1).collect();
+    let bytes = Model::new(13)
+        .input_sym("x", &["N", "3", "H", "W"])
+        .init("w", &[8, 3, 3, 3], w)
+        .init("fc", &[4, 8], fc)
+        .init_i64("flat", &[2], vec![0, -1])
+        .node(
+            Node::new("Conv", &["x", "w"], &["c"])
+                .ints("strides", &[2, 2])
+                .ints("pads", &[1, 1, 1, 1]),
+        )
+        .node(Node::new("Relu", &["c"], &["r"]))
+        .node(
+            Node::new("MaxPool", &["r"], &["p"])
+                .ints("kernel_shape", &[2, 2])
+                .ints("strides", &[2, 2]),
+        )
+        .node(Node::new("Concat", &["p", "p"], &["cat"]).int("axis", 3))
+        .node(Node::new("Transpose", &["cat"], &["t"]).ints("perm", &[0, 1, 3, 2]))
+        .node(Node::new("GlobalAveragePool", &["t"], &["g"]))
+        .node(Node::new("Reshape", &["g", "flat"], &["f"]))
+        .node(Node::new("Gemm", &["f", "fc"], &["y"]).int("transB", 1))
+        .node(Node::new("Softmax", &["y"], &["out"]))
+        .output("out")
+        .output("p")
+        .output("cat")
+        .bytes();
+    let points: &[&[(&str, i64)]] = &[
+        &[("N", 1), ("H", 32), ("W", 32)],
+        &[("N", 3), ("H", 33), ("W", 64)],
+        &[("N", 2), ("H", 7), ("W", 101)],
+    ];
+    let g = check_against_fixed(&bytes, points);
+    assert_eq!(output_dims(&g, 0), "[N, 4]");
+    // Conv 3x3/2 pad 1 gives floor((H - 1)/2) + 1 = floor((H + 1)/2); pool 2/2 halves
+    // it again, and nested floors fold.
+    assert_eq!(output_dims(&g, 1), "[N, 8, (H + 1)/4, (W + 1)/4]");
+    assert_eq!(output_dims(&g, 2), "[N, 8, (H + 1)/4, 2*(W + 1)/4]");
+}
+
+#[test]
+fn broadcasting_different_symbols_is_an_error_naming_them() {
+    let bytes = Model::new(13)
+        .input_sym("a", &["N", "4"])
+        .input_sym("b", &["M", "4"])
+        .node(Node::new("Add", &["a", "b"], &["y"]))
+        .output("y")
+        .bytes();
+    let err = infer_shapes(&bytes, &Options::default())
+        .expect_err("N and M do not broadcast")
+        .to_string();
+    assert!(err.contains("[N, 4], [M, 4] do not broadcast"), "{err}");
+}
+
+#[test]
+fn a_rule_that_needs_fixed_dims_names_them() {
+    // Slice with step 2 over a symbolic axis needs its size.
+    let bytes = Model::new(13)
+        .input_sym("x", &["N", "W"])
+        .init_i64("starts", &[1], vec![0])
+        .init_i64("ends", &[1], vec![i64::MAX])
+        .init_i64("axes", &[1], vec![1])
+        .init_i64("steps", &[1], vec![2])
+        .node(Node::new(
+            "Slice",
+            &["x", "starts", "ends", "axes", "steps"],
+            &["y"],
+        ))
+        .output("y")
+        .bytes();
+    let err = infer_shapes(&bytes, &Options::default())
+        .expect_err("step 2 over W")
+        .to_string();
+    assert!(err.contains("Slice") && err.contains("step 2") && err.contains("(W)"), "{err}");
+    // Compiling still requires every dim.
+    let err = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &Options::default())
+        .expect_err("W is symbolic")
+        .to_string();
+    assert!(err.contains("is symbolic (`N`)"), "{err}");
+}
+
+#[test]
+fn slices_over_a_symbolic_axis_clamp_like_fixed_ones() {
+    for (start, end) in [(0, i64::MAX), (2, -1), (-3, i64::MAX), (1, 5), (-4, -2)] {
+        let bytes = Model::new(13)
+            .input_sym("x", &["2", "W"])
+            .init_i64("starts", &[1], vec![start])
+            .init_i64("ends", &[1], vec![end])
+            .init_i64("axes", &[1], vec![1])
+            .node(Node::new("Slice", &["x", "starts", "ends", "axes"], &["y"]))
+            .output("y")
+            .bytes();
+        let points: Vec<[(&str, i64); 1]> = [1, 2, 3, 4, 6, 40].map(|w| [("W", w)]).to_vec();
+        let points: Vec<&[(&str, i64)]> = points.iter().map(|p| &p[..]).collect();
+        check_against_fixed(&bytes, &points);
+    }
+}
+
+fn testdata() -> PathBuf {
+    let dir = std::env::var_os("KILN_TESTDATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata"));
+    assert!(
+        dir.join("squeezenet/random.onnx").exists(),
+        "no zoo test data in {}: run `.venv/bin/python scripts/make_testdata.py` (see .ci/run)",
+        dir.display()
+    );
+    dir
+}
+
+/// `model` with input 0's dims at `axes` renamed to symbols.
+fn with_symbols(model: &str, symbols: &[(usize, &str)]) -> Vec<u8> {
+    let bytes = std::fs::read(testdata().join(model).join("random.onnx")).expect("read model");
+    let mut m = ModelProto::parse_from_bytes(&bytes).expect("parse model");
+    let graph = m.graph.mut_or_insert_default();
+    let inits: Vec<String> = graph.initializer.iter().map(|t| t.name.clone()).collect();
+    let input = graph
+        .input
+        .iter_mut()
+        .find(|i| !inits.contains(&i.name))
+        .expect("a graph input");
+    let shape = input
+        .type_
+        .mut_or_insert_default()
+        .mut_tensor_type()
+        .shape
+        .mut_or_insert_default();
+    for &(axis, name) in symbols {
+        shape.dim[axis].value = Some(dimension::Value::DimParam(name.into()));
+    }
+    m.write_to_bytes().expect("serialize")
+}
+
+/// The zoo models infer with a symbolic batch, except those whose classifier reshapes
+/// to a fixed `[1, features]` (the error names that Reshape); the fully convolutional
+/// ones also infer with a symbolic image size.
+#[test]
+fn zoo_models_infer_with_symbolic_batch_and_image_size() {
+    let batch: &[&[(&str, i64)]] = &[&[("N", 1)], &[("N", 3)]];
+    let mut outcome = Vec::new();
+    for model in [
+        "alexnet",
+        "densenet121",
+        "inception_v1",
+        "inception_v2",
+        "resnet50",
+        "shufflenet",
+        "squeezenet",
+        "vgg19",
+        "zfnet512",
+    ] {
+        let bytes = with_symbols(model, &[(0, "N")]);
+        match infer_shapes(&bytes, &Options::default()) {
+            Ok(_) => {
+                let g = check_against_fixed(&bytes, batch);
+                let out = output_dims(&g, 0);
+                assert!(out.starts_with("[N, "), "{model}: output {out}");
+                outcome.push(format!("{model}: {out}"));
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("Reshape") && e.contains("cannot reshape [N, "),
+                    "{model}: {e}"
+                );
+                outcome.push(format!("{model}: fixed-batch Reshape"));
+            }
+        }
+    }
+    let fixed = |m: &str| format!("{m}: fixed-batch Reshape");
+    assert_eq!(
+        outcome,
+        [
+            fixed("alexnet"),
+            "densenet121: [N, 1000, 1, 1]".into(),
+            fixed("inception_v1"),
+            fixed("inception_v2"),
+            fixed("resnet50"),
+            fixed("shufflenet"),
+            "squeezenet: [N, 1000, 1, 1]".into(),
+            fixed("vgg19"),
+            fixed("zfnet512"),
+        ]
+    );
+    let image: &[&[(&str, i64)]] = &[
+        &[("N", 1), ("H", 224), ("W", 224)],
+        &[("N", 2), ("H", 160), ("W", 288)],
+    ];
+    for model in ["squeezenet", "densenet121"] {
+        let bytes = with_symbols(model, &[(0, "N"), (2, "H"), (3, "W")]);
+        let g = check_against_fixed(&bytes, image);
+        assert_eq!(output_dims(&g, 0), "[N, 1000, 1, 1]", "{model}");
+        let spatial = g
+            .values
+            .iter()
+            .filter(|v| fmt_dims(v.dims()).contains("H"))
+            .count();
+        assert!(spatial > 10, "{model}: {spatial} values depend on H");
+    }
+}

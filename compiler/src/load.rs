@@ -398,7 +398,30 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     }
     let len = crate::infer::check_elements(&shape)?;
     let raw = &t.raw_data;
-    let data = if !raw.is_empty() {
+    let data = if dtype.is_small() {
+        // One byte per float8 element, two 4-bit or four 2-bit elements per byte
+        // (first element in the low bits), in raw_data or one byte per int32_data entry.
+        let bytes: Vec<u8> = if raw.is_empty() {
+            t.int32_data.iter().map(|&x| x as u8).collect()
+        } else {
+            raw.clone()
+        };
+        let bits = dtype.onnx_bits();
+        let want = len
+            .checked_mul(bits)
+            .ok_or_else(|| format!("{len} elements of {dtype} overflow"))?
+            .div_ceil(8);
+        if bytes.len() != want {
+            return Err(format!(
+                "holds {} bytes, its shape {shape:?} needs {want} for {len} elements of {dtype}",
+                bytes.len()
+            ));
+        }
+        let codes: Vec<u8> = (0..len)
+            .map(|i| (bytes[i * bits / 8] >> (i * bits % 8)) & ((1u16 << bits) - 1) as u8)
+            .collect();
+        Data::from_codes(dtype, &codes).ok_or_else(|| format!("{dtype} is not a small type"))?
+    } else if !raw.is_empty() {
         if Some(raw.len()) != len.checked_mul(dtype.size()) {
             return Err(format!(
                 "raw data holds {} bytes, expected {len} elements of {dtype}",

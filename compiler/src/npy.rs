@@ -96,7 +96,7 @@ pub fn parse(bytes: &[u8]) -> Result<Tensor, String> {
                 .map(|b| kiln_runtime::typed::Bool(b as u8))
                 .collect(),
         ),
-        DType::BF16 => return Err("bfloat16 has no NumPy type".into()),
+        d => return Err(format!("{d} has no NumPy type")),
     };
     if data.len() != n {
         return Err(format!("{} values for shape {shape:?}", data.len()));
@@ -104,7 +104,8 @@ pub fn parse(bytes: &[u8]) -> Result<Tensor, String> {
     Ok(Tensor::new(shape, data))
 }
 
-/// The `.npy` bytes of `t` (bfloat16 is written as float32, which NumPy can read).
+/// The `.npy` bytes of `t`. Types NumPy lacks are written as values it can read:
+/// bfloat16, float8 and float4 as float32, int4/int2 as int8, uint4/uint2 as uint8.
 pub fn to_bytes(t: &Tensor) -> Vec<u8> {
     let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
     let mut out = Vec::new();
@@ -135,8 +136,37 @@ pub fn to_bytes(t: &Tensor) -> Vec<u8> {
         Data::U32(v) => write!(u32, v.iter().copied()),
         Data::U64(v) => write!(u64, v.iter().copied()),
         Data::Bool(v) => write!(bool, v.iter().map(|b| b.0 != 0)),
+        Data::F8E4M3FN(_)
+        | Data::F8E4M3FNUZ(_)
+        | Data::F8E5M2(_)
+        | Data::F8E5M2FNUZ(_)
+        | Data::F8E8M0(_)
+        | Data::F4E2M1(_) => write!(f32, t.as_f32().into_iter()),
+        Data::I4(_) | Data::I2(_) => write!(i8, t.as_i64().into_iter().map(|v| v as i8)),
+        Data::U4(_) | Data::U2(_) => write!(u8, t.as_i64().into_iter().map(|v| v as u8)),
     }
     out
+}
+
+/// `t` as ONNX element type `dtype`, for arrays written the way ONNX's test data are
+/// (NumPy has no such dtype): bfloat16 from its `uint16` bits, float8 and float4 from
+/// their `uint8` bits, int4/int2 from `int8` values, uint4/uint2 from `uint8` values.
+/// A tensor already of `dtype` is returned as it is.
+pub fn as_onnx_type(t: Tensor, dtype: DType) -> Result<Tensor, String> {
+    use crate::tensor::Data;
+    if t.dtype == dtype {
+        return Ok(t);
+    }
+    let data = match (&t.data, dtype) {
+        (Data::U16(bits), DType::BF16) => Some(Data::BF16(
+            bits.iter().map(|&b| half::bf16::from_bits(b)).collect(),
+        )),
+        (Data::U8(codes), d) => Data::from_codes(d, codes),
+        (Data::I8(v), d @ (DType::I4 | DType::I2)) => Data::from_codes(d, bytemuck::cast_slice(v)),
+        _ => None,
+    }
+    .ok_or_else(|| format!("an array of {} cannot hold {dtype}", t.dtype))?;
+    Ok(Tensor::new(t.shape, data))
 }
 
 #[cfg(test)]

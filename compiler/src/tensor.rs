@@ -4,11 +4,19 @@
 //! (exact above 2^24), float16 weights stay float16. Generic code over the element
 //! type goes through [`dispatch_data!`] (a `Data` value) and [`dispatch_dtype!`] (a
 //! `DType`), which bind a type alias per arm so one body serves every type.
+//!
+//! The small types (float8, float4, int4/uint4, int2/uint2) are one byte per element
+//! here as at run time (`kiln_runtime::typed::small`): ONNX's packed 4-bit and 2-bit
+//! initializers are unpacked by the loader.
 
 use std::fmt;
 
 use half::{bf16, f16};
-use kiln_runtime::typed::{Bool, Elem};
+use kiln_runtime::typed::params::CastMode;
+use kiln_runtime::typed::{
+    Bool, Elem, Float4E2M1, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0,
+    Int2, Int4, UInt2, UInt4,
+};
 
 /// ONNX element types Kiln knows about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,11 +34,21 @@ pub enum DType {
     U32,
     U64,
     Bool,
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    F8E5M2,
+    F8E5M2FNUZ,
+    F8E8M0,
+    F4E2M1,
+    I4,
+    U4,
+    I2,
+    U2,
 }
 
 impl DType {
     /// Every type, in a fixed order (docs and tests).
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 23] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -44,7 +62,61 @@ impl DType {
         DType::U32,
         DType::U64,
         DType::Bool,
+        DType::F8E4M3FN,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0,
+        DType::F4E2M1,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
     ];
+
+    /// From ONNX's `TensorProto.DataType` name (`FLOAT`, `FLOAT8E4M3FN`, ...).
+    pub fn from_onnx_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.onnx_name() == name)
+    }
+
+    /// ONNX's `TensorProto.DataType` name.
+    pub fn onnx_name(self) -> &'static str {
+        match self {
+            DType::F32 => "FLOAT",
+            DType::F64 => "DOUBLE",
+            DType::F16 => "FLOAT16",
+            DType::BF16 => "BFLOAT16",
+            DType::I8 => "INT8",
+            DType::I16 => "INT16",
+            DType::I32 => "INT32",
+            DType::I64 => "INT64",
+            DType::U8 => "UINT8",
+            DType::U16 => "UINT16",
+            DType::U32 => "UINT32",
+            DType::U64 => "UINT64",
+            DType::Bool => "BOOL",
+            DType::F8E4M3FN => "FLOAT8E4M3FN",
+            DType::F8E4M3FNUZ => "FLOAT8E4M3FNUZ",
+            DType::F8E5M2 => "FLOAT8E5M2",
+            DType::F8E5M2FNUZ => "FLOAT8E5M2FNUZ",
+            DType::F8E8M0 => "FLOAT8E8M0",
+            DType::F4E2M1 => "FLOAT4E2M1",
+            DType::I4 => "INT4",
+            DType::U4 => "UINT4",
+            DType::I2 => "INT2",
+            DType::U2 => "UINT2",
+        }
+    }
+
+    /// Bits per element in ONNX's serialized tensors (packed for the 4- and 2-bit
+    /// types; Kiln holds every element in at least one byte).
+    pub fn onnx_bits(self) -> usize {
+        match self {
+            DType::F4E2M1 | DType::I4 | DType::U4 => 4,
+            DType::I2 | DType::U2 => 2,
+            d => 8 * d.size(),
+        }
+    }
 
     /// From ONNX's `TensorProto.DataType` code.
     pub fn from_onnx(code: i32) -> Option<DType> {
@@ -62,6 +134,16 @@ impl DType {
             12 => DType::U32,
             13 => DType::U64,
             16 => DType::BF16,
+            17 => DType::F8E4M3FN,
+            18 => DType::F8E4M3FNUZ,
+            19 => DType::F8E5M2,
+            20 => DType::F8E5M2FNUZ,
+            21 => DType::U4,
+            22 => DType::I4,
+            23 => DType::F4E2M1,
+            24 => DType::F8E8M0,
+            25 => DType::U2,
+            26 => DType::I2,
             _ => return None,
         })
     }
@@ -72,14 +154,12 @@ impl DType {
             8 => "string".into(),
             14 => "complex64".into(),
             15 => "complex128".into(),
-            17..=20 => "float8".into(),
-            21 => "uint4".into(),
-            22 => "int4".into(),
-            23 => "float4".into(),
-            24 => "float8 e8m0".into(),
-            25 => "uint2".into(),
-            26 => "int2".into(),
-            c => format!("type code {c}"),
+            27 => "float6 e2m3".into(),
+            28 => "float6 e3m2".into(),
+            c => match DType::from_onnx(c) {
+                Some(d) => d.name().into(),
+                None => format!("type code {c}"),
+            },
         }
     }
 
@@ -88,7 +168,8 @@ impl DType {
             DType::F64 | DType::I64 | DType::U64 => 8,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
-            DType::I8 | DType::U8 | DType::Bool => 1,
+            // The small types: one byte per element (unpacked).
+            _ => 1,
         }
     }
 
@@ -108,6 +189,16 @@ impl DType {
             DType::U32 => "uint32",
             DType::U64 => "uint64",
             DType::Bool => "bool",
+            DType::F8E4M3FN => "float8_e4m3fn",
+            DType::F8E4M3FNUZ => "float8_e4m3fnuz",
+            DType::F8E5M2 => "float8_e5m2",
+            DType::F8E5M2FNUZ => "float8_e5m2fnuz",
+            DType::F8E8M0 => "float8_e8m0fnu",
+            DType::F4E2M1 => "float4_e2m1fn",
+            DType::I4 => "int4",
+            DType::U4 => "uint4",
+            DType::I2 => "int2",
+            DType::U2 => "uint2",
         }
     }
 
@@ -128,10 +219,21 @@ impl DType {
             DType::U32 => "u32",
             DType::U64 => "u64",
             DType::Bool => "typed::Bool",
+            DType::F8E4M3FN => "typed::Float8E4M3FN",
+            DType::F8E4M3FNUZ => "typed::Float8E4M3FNUZ",
+            DType::F8E5M2 => "typed::Float8E5M2",
+            DType::F8E5M2FNUZ => "typed::Float8E5M2FNUZ",
+            DType::F8E8M0 => "typed::Float8E8M0",
+            DType::F4E2M1 => "typed::Float4E2M1",
+            DType::I4 => "typed::Int4",
+            DType::U4 => "typed::UInt4",
+            DType::I2 => "typed::Int2",
+            DType::U2 => "typed::UInt2",
         }
     }
 
-    /// The type of a field of the generated `Inputs`/`Outputs` (users see `bool`).
+    /// The type of a field of the generated `Inputs`/`Outputs` (users see `bool`; the
+    /// small types are the runtime's one-byte newtypes, `typed::Int4`, ...).
     pub fn api_type(self) -> &'static str {
         match self {
             DType::Bool => "bool",
@@ -139,8 +241,39 @@ impl DType {
         }
     }
 
+    /// Every float type, the float8 and float4 ones included.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+        matches!(
+            self,
+            DType::F32
+                | DType::F64
+                | DType::F16
+                | DType::BF16
+                | DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1
+        )
+    }
+
+    /// float8, float4, int4/uint4, int2/uint2: the types ONNX defines for casts,
+    /// quantization and data movement, not for arithmetic.
+    pub fn is_small(self) -> bool {
+        matches!(
+            self,
+            DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1
+                | DType::I4
+                | DType::U4
+                | DType::I2
+                | DType::U2
+        )
     }
 
     pub fn is_int(self) -> bool {
@@ -148,7 +281,11 @@ impl DType {
     }
 
     pub fn is_signed(self) -> bool {
-        self.is_float() || matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+        (self.is_float() && self != DType::F8E8M0)
+            || matches!(
+                self,
+                DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::I4 | DType::I2
+            )
     }
 }
 
@@ -174,6 +311,16 @@ pub enum Data {
     U32(Vec<u32>),
     U64(Vec<u64>),
     Bool(Vec<Bool>),
+    F8E4M3FN(Vec<Float8E4M3FN>),
+    F8E4M3FNUZ(Vec<Float8E4M3FNUZ>),
+    F8E5M2(Vec<Float8E5M2>),
+    F8E5M2FNUZ(Vec<Float8E5M2FNUZ>),
+    F8E8M0(Vec<Float8E8M0>),
+    F4E2M1(Vec<Float4E2M1>),
+    I4(Vec<Int4>),
+    U4(Vec<UInt4>),
+    I2(Vec<Int2>),
+    U2(Vec<UInt2>),
 }
 
 /// `match` over a [`Data`] with one body for every element type: `$v` is the `Vec<T>`
@@ -235,6 +382,46 @@ macro_rules! dispatch_data {
             }
             D::Bool($v) => {
                 type $T = ::kiln_runtime::typed::Bool;
+                $body
+            }
+            D::F8E4M3FN($v) => {
+                type $T = ::kiln_runtime::typed::Float8E4M3FN;
+                $body
+            }
+            D::F8E4M3FNUZ($v) => {
+                type $T = ::kiln_runtime::typed::Float8E4M3FNUZ;
+                $body
+            }
+            D::F8E5M2($v) => {
+                type $T = ::kiln_runtime::typed::Float8E5M2;
+                $body
+            }
+            D::F8E5M2FNUZ($v) => {
+                type $T = ::kiln_runtime::typed::Float8E5M2FNUZ;
+                $body
+            }
+            D::F8E8M0($v) => {
+                type $T = ::kiln_runtime::typed::Float8E8M0;
+                $body
+            }
+            D::F4E2M1($v) => {
+                type $T = ::kiln_runtime::typed::Float4E2M1;
+                $body
+            }
+            D::I4($v) => {
+                type $T = ::kiln_runtime::typed::Int4;
+                $body
+            }
+            D::U4($v) => {
+                type $T = ::kiln_runtime::typed::UInt4;
+                $body
+            }
+            D::I2($v) => {
+                type $T = ::kiln_runtime::typed::Int2;
+                $body
+            }
+            D::U2($v) => {
+                type $T = ::kiln_runtime::typed::UInt2;
                 $body
             }
         }
@@ -301,6 +488,46 @@ macro_rules! dispatch_dtype {
                 type $T = ::kiln_runtime::typed::Bool;
                 $body
             }
+            DT::F8E4M3FN => {
+                type $T = ::kiln_runtime::typed::Float8E4M3FN;
+                $body
+            }
+            DT::F8E4M3FNUZ => {
+                type $T = ::kiln_runtime::typed::Float8E4M3FNUZ;
+                $body
+            }
+            DT::F8E5M2 => {
+                type $T = ::kiln_runtime::typed::Float8E5M2;
+                $body
+            }
+            DT::F8E5M2FNUZ => {
+                type $T = ::kiln_runtime::typed::Float8E5M2FNUZ;
+                $body
+            }
+            DT::F8E8M0 => {
+                type $T = ::kiln_runtime::typed::Float8E8M0;
+                $body
+            }
+            DT::F4E2M1 => {
+                type $T = ::kiln_runtime::typed::Float4E2M1;
+                $body
+            }
+            DT::I4 => {
+                type $T = ::kiln_runtime::typed::Int4;
+                $body
+            }
+            DT::U4 => {
+                type $T = ::kiln_runtime::typed::UInt4;
+                $body
+            }
+            DT::I2 => {
+                type $T = ::kiln_runtime::typed::Int2;
+                $body
+            }
+            DT::U2 => {
+                type $T = ::kiln_runtime::typed::UInt2;
+                $body
+            }
         }
     }};
 }
@@ -330,7 +557,10 @@ macro_rules! scalar {
 }
 
 scalar!(f32 => F32, f64 => F64, f16 => F16, bf16 => BF16, i8 => I8, i16 => I16, i32 => I32,
-    i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, Bool => Bool);
+    i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, Bool => Bool,
+    Float8E4M3FN => F8E4M3FN, Float8E4M3FNUZ => F8E4M3FNUZ, Float8E5M2 => F8E5M2,
+    Float8E5M2FNUZ => F8E5M2FNUZ, Float8E8M0 => F8E8M0, Float4E2M1 => F4E2M1, Int4 => I4,
+    UInt4 => U4, Int2 => I2, UInt2 => U2);
 
 impl Data {
     pub fn dtype(&self) -> DType {
@@ -353,6 +583,31 @@ impl Data {
     /// `len` copies of the default (zero) value of `dtype`.
     pub fn zeros(dtype: DType, len: usize) -> Data {
         dispatch_dtype!(dtype, T => T::wrap(vec![T::default(); len]))
+    }
+
+    /// A small type from one code per byte (ONNX's unpacked form, and what NumPy
+    /// holds of an ml_dtypes array viewed as `uint8`/`int8`): every bit of a float8,
+    /// the low bits of float4, int4 and int2 (so an `int8` value of int4 reads as
+    /// itself); each element stored canonical. `None` for the other types.
+    pub fn from_codes(dtype: DType, codes: &[u8]) -> Option<Data> {
+        macro_rules! from {
+            ($variant:ident, $f:expr) => {
+                Data::$variant(codes.iter().map(|&c| ($f)(c)).collect())
+            };
+        }
+        Some(match dtype {
+            DType::F8E4M3FN => from!(F8E4M3FN, Float8E4M3FN::from_bits),
+            DType::F8E4M3FNUZ => from!(F8E4M3FNUZ, Float8E4M3FNUZ::from_bits),
+            DType::F8E5M2 => from!(F8E5M2, Float8E5M2::from_bits),
+            DType::F8E5M2FNUZ => from!(F8E5M2FNUZ, Float8E5M2FNUZ::from_bits),
+            DType::F8E8M0 => from!(F8E8M0, Float8E8M0::from_bits),
+            DType::F4E2M1 => from!(F4E2M1, |c: u8| Float4E2M1::from_bits(c & 0x0f)),
+            DType::I4 => from!(I4, |c: u8| Int4::new(c as i8)),
+            DType::U4 => from!(U4, |c: u8| UInt4::new(c as i8)),
+            DType::I2 => from!(I2, |c: u8| Int2::new(c as i8)),
+            DType::U2 => from!(U2, |c: u8| UInt2::new(c as i8)),
+            _ => return None,
+        })
     }
 }
 
@@ -415,7 +670,8 @@ impl Tensor {
         dispatch_data!(&self.data, v: _T => v.iter().map(|x| x.to_f64() as f32).collect())
     }
 
-    /// Same values converted to `dtype` with ONNX Cast semantics (the run-time kernel).
+    /// Same values converted to `dtype` with NumPy `astype` semantics (the run-time
+    /// kernel `cast`).
     pub fn cast(&self, dtype: DType) -> Tensor {
         if dtype == self.dtype {
             return self.clone();
@@ -423,6 +679,20 @@ impl Tensor {
         let data = dispatch_data!(&self.data, v: _A => dispatch_dtype!(dtype, B => {
             let mut out = vec![B::default(); v.len()];
             kiln_runtime::typed::cast(v, &mut out);
+            B::wrap(out)
+        }));
+        Tensor::new(self.shape.clone(), data)
+    }
+
+    /// Same values converted to `dtype` by ONNX Cast with its `saturate` and
+    /// `round_mode` attributes (the run-time kernel `cast_with`).
+    pub fn cast_with(&self, dtype: DType, mode: &CastMode) -> Tensor {
+        if dtype == self.dtype {
+            return self.clone();
+        }
+        let data = dispatch_data!(&self.data, v: _A => dispatch_dtype!(dtype, B => {
+            let mut out = vec![B::default(); v.len()];
+            kiln_runtime::typed::cast_with(mode, v, &mut out);
             B::wrap(out)
         }));
         Tensor::new(self.shape.clone(), data)

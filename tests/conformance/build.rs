@@ -191,13 +191,13 @@ fn status(case: &Value, dir: &Path, module: &str, out: &Path) -> Result<Compiled
                 };
                 let mut value = kiln_compiler::npy::read(&dir.join(format!("input_{j}.npy")))
                     .map_err(|e| unsupported(&one_line(&e.to_string())))?;
-                // NumPy has no bfloat16: the script stores its bits as uint16.
-                if inputs[j]["onnx_type"].as_str() == Some("BFLOAT16")
-                    && let Some(bits) = value.values::<u16>()
-                {
-                    let v: Vec<half::bf16> =
-                        bits.iter().map(|&b| half::bf16::from_bits(b)).collect();
-                    value = kiln_compiler::tensor::Tensor::from_vec(value.shape.clone(), v);
+                // NumPy has no bfloat16, float8, float4, int4, ...: the script stores
+                // their bits (uint16, uint8) or values (int8, uint8).
+                let onnx_type = inputs[j]["onnx_type"].as_str().unwrap_or_default();
+                if let Some(d) = kiln_compiler::tensor::DType::from_onnx_name(onnx_type) {
+                    value = kiln_compiler::npy::as_onnx_type(value, d).map_err(|e| {
+                        unsupported(&format!("input `{}`: {e}", io_name(&inputs[j])))
+                    })?;
                 }
                 opts.constant_inputs.push((io_name(&inputs[j]), value));
             }

@@ -125,13 +125,11 @@ impl IoFields {
     }
 }
 
-/// The element type of an `Inputs` or outputs field (`bool` for booleans).
+/// The element type of an `Inputs` or outputs field (`bool` for booleans; a path
+/// through the runtime crate for `half::f16`, `typed::Int4`, ...).
 fn api_type(rt: &TokenStream, io: &Io) -> TokenStream {
     let ty: TokenStream = io.dtype.api_type().parse().unwrap_or_default();
-    if matches!(
-        io.dtype,
-        crate::tensor::DType::F16 | crate::tensor::DType::BF16
-    ) {
+    if io.dtype.api_type().contains("::") {
         quote!(#rt::#ty)
     } else {
         ty

@@ -506,9 +506,30 @@ impl Operator for FloatClass {
 pub struct Cast {
     /// `None` for CastLike.
     pub to: Option<DType>,
+    /// `saturate` (float8 targets) and `round_mode` (float8 E8M0).
+    pub mode: tp::CastMode,
 }
 
 impl Cast {
+    /// `saturate` (opset 19; default 1) and `round_mode` (opset 24; default `up`).
+    fn parse(cx: &ParseCx, to: Option<DType>) -> R<Op> {
+        let round_mode = match cx.attrs.string("round_mode")?.as_deref() {
+            None | Some("up") => tp::RoundMode::Up,
+            Some("down") => tp::RoundMode::Down,
+            Some("nearest") => tp::RoundMode::Nearest,
+            Some(m) => {
+                return Err(format!(
+                    "round_mode `{m}` is not one of `up`, `down`, `nearest`"
+                ));
+            }
+        };
+        let mode = tp::CastMode {
+            saturate: cx.attrs.int_or("saturate", 1)? != 0,
+            round_mode,
+        };
+        Ok(Arc::new(Cast { to, mode }))
+    }
+
     fn target(&self, cx: &InferCx) -> R<DType> {
         match self.to {
             Some(d) => Ok(d),
@@ -530,14 +551,14 @@ impl Operator for Cast {
         // CastLike reads only the type of its second input: a constant first input
         // folds even when the second is computed at run time.
         if let Some(x) = cx.opt_constant(0) {
-            return Ok(vec![Fact::constant(x.cast(to))]);
+            return Ok(vec![Fact::constant(x.cast_with(to, &self.mode))]);
         }
         Ok(vec![Fact::new(to, cx.shape(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         // CastLike's second input is only its type: fold even when it is not constant.
         let x = cx.constant(0, "input")?;
-        Ok(Some(vec![x.cast(outs[0].dtype)]))
+        Ok(Some(vec![x.cast_with(outs[0].dtype, &self.mode)]))
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let from = cx.dtype(0)?;
@@ -548,7 +569,7 @@ impl Operator for Cast {
             cx.step(crate::lower::copy_kernel(to), vec![x], out);
             return Ok(());
         }
-        let call = TypedCall::bare("cast", vec![from, to]).inputs(vec![from]);
+        let call = TypedCall::new("cast_with", vec![from, to], &self.mode).inputs(vec![from]);
         cx.typed(call, vec![x], 0)?;
         Ok(())
     }
@@ -859,7 +880,7 @@ pub const OTHER: &[OpDef] = &[
                     DType::onnx_code_name(to as i32)
                 )
             })?;
-            Ok(Arc::new(Cast { to: Some(to) }))
+            Cast::parse(cx, Some(to))
         },
     },
     OpDef {
@@ -867,7 +888,7 @@ pub const OTHER: &[OpDef] = &[
         since: 15,
         types: Types::All,
         cuda: false,
-        parse: |_| Ok(Arc::new(Cast { to: None })),
+        parse: |cx| Cast::parse(cx, None),
     },
     OpDef {
         name: "Clip",

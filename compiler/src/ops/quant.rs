@@ -1,9 +1,8 @@
 //! Quantization: QuantizeLinear, DequantizeLinear (per tensor, per axis, blocked),
 //! DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv, on
-//! the typed kernels of `kiln_runtime::typed::conv`. Quantized types are the integer
-//! dtypes Kiln has (uint8, int8, uint16, int16, and int32 where ONNX allows it); the
-//! float8, float4, int4/uint4 and int2/uint2 types are not Kiln dtypes, so models using
-//! them are refused with the type named.
+//! the typed kernels of `kiln_runtime::typed::conv`. Quantized types are uint8, int8,
+//! uint16, int16, uint4, int4, uint2 and int2 (and int32 where ONNX allows it);
+//! DequantizeLinear also reads float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) and float4.
 
 #[allow(unused_imports)]
 use kiln_runtime::typed::Elem as _;
@@ -20,13 +19,16 @@ use crate::ir::Window;
 use crate::lower::{Operand, TypedCall, broadcast_strides};
 use crate::tensor::{DType, Data, Scalar, Tensor};
 
-/// The quantized element types QuantizeLinear produces.
+/// The quantized types: uint8, int8, uint16, int16, uint4, int4, uint2, int2, float8
+/// (not E8M0) and float4.
 fn check_quantized(d: DType, what: &str) -> R<()> {
+    use DType::*;
     match d {
-        DType::U8 | DType::I8 | DType::U16 | DType::I16 => Ok(()),
+        U8 | I8 | U16 | I16 | U4 | I4 | U2 | I2 => Ok(()),
+        F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => Ok(()),
         _ => Err(format!(
-            "{what} is {d}; quantized types are uint8, int8, uint16 and int16 \
-             (float8, float4, int4, uint4, int2 and uint2 are not supported)"
+            "{what} is {d}; quantized types are uint8, int8, uint16, int16, uint4, int4, \
+             uint2, int2, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4"
         )),
     }
 }
@@ -120,6 +122,15 @@ fn operand_or_zeros(cx: &mut LowerCx, i: usize, dtype: DType, shape: &[usize]) -
     }
 }
 
+/// The zero point QuantizeLinear's kernel adds for a float8 output, whose zero point
+/// ONNX's reference ignores: `-0`, which leaves every quotient as it is, `-0`
+/// included (`+0` would turn `-0` into `+0`; the FNUZ types have no `-0` anyway).
+/// `None` for the other output types.
+fn float8_zero_point(q: DType, n: usize) -> Option<Data> {
+    (q.is_float() && q != DType::F4E2M1)
+        .then(|| crate::dispatch_dtype!(q, Q => Q::wrap(vec![Q::from_f64(-0.0); n])))
+}
+
 /// `f64` values of a constant (exact for every quantization type).
 fn f64s(t: &Tensor) -> Vec<f64> {
     crate::dispatch_data!(&t.data, v: _T => v.iter().map(|x| x.to_f64()).collect())
@@ -132,6 +143,8 @@ pub struct QuantizeLinear {
     pub block_size: usize,
     pub output_dtype: Option<DType>,
     pub precision: Option<DType>,
+    /// Float8 outputs: clamp to the largest finite value (opset 19; default 1).
+    pub saturate: bool,
 }
 
 impl QuantizeLinear {
@@ -151,6 +164,23 @@ impl QuantizeLinear {
             None => self.output_dtype.unwrap_or(DType::U8),
         };
         check_quantized(q, "the output type")?;
+        if q.is_float() {
+            // The kernel casts with saturation (float4 always saturates).
+            if !self.saturate && q != DType::F4E2M1 {
+                return Err(format!(
+                    "saturate=0 with a {q} output is not supported (only the saturating \
+                     conversion)"
+                ));
+            }
+            // ONNX's reference ignores a float8 zero point (see `float8_zero_point`)
+            // and adds a float4 one; Kiln takes a float8 one that is 0.
+            if q != DType::F4E2M1 && cx.opt(2).is_some() {
+                let z = cx.constant(2, "zero point")?;
+                if z.as_f64().iter().any(|&v| v != 0.0) {
+                    return Err(format!("the {q} zero point must be 0"));
+                }
+            }
+        }
         Ok(q)
     }
 
@@ -185,11 +215,11 @@ impl Operator for QuantizeLinear {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.dtype(0)?;
-        if !(d.is_float() || d == DType::I32) {
+        if !((d.is_float() && !d.is_small()) || d == DType::I32) {
             return Err(format!("x is {d}; QuantizeLinear takes floats or int32"));
         }
         let s = cx.dtype(1)?;
-        if !(s.is_float() || s == DType::I32) {
+        if !((s.is_float() && !s.is_small()) || s == DType::I32) {
             return Err(format!("the scale is {s}; expected a float type or int32"));
         }
         let q = self.out_type(cx)?;
@@ -205,9 +235,10 @@ impl Operator for QuantizeLinear {
         let q = outs[0].dtype;
         let (xv, sv) = (f64s(x), f64s(s));
         let data = crate::dispatch_dtype!(q, Q => {
-            let zp: Vec<Q> = match cx.opt(2) {
-                Some(_) => cx.constant(2, "zero point")?.values::<Q>().ok_or("zero point type")?.to_vec(),
-                None => vec![Q::default(); sv.len()],
+            let zp: Vec<Q> = match (float8_zero_point(q, sv.len()), cx.opt(2)) {
+                (Some(z), _) => Q::unwrap(&z).ok_or("zero point type")?.to_vec(),
+                (None, Some(_)) => cx.constant(2, "zero point")?.values::<Q>().ok_or("zero point type")?.to_vec(),
+                (None, None) => vec![Q::default(); sv.len()],
             };
             let mut out = vec![Q::default(); xv.len()];
             typed::quantize_linear::<f64, f64, Q>(&p, &xv, &sv, &zp, &mut out);
@@ -223,7 +254,13 @@ impl Operator for QuantizeLinear {
         let ss = cx.shape(1)?.to_vec();
         let x = cx.operand(0)?;
         let s = cx.operand(1)?;
-        let z = operand_or_zeros(cx, 2, q, &ss)?;
+        let z = match float8_zero_point(q, ss.iter().product()) {
+            Some(z) => {
+                let name = format!("{}:zero_point", cx.node.name);
+                cx.weight(&name, &Tensor::new(ss.clone(), z))
+            }
+            None => operand_or_zeros(cx, 2, q, &ss)?,
+        };
         let call = TypedCall::new("quantize_linear", vec![xd, sd, q], &p).inputs(vec![xd, sd, q]);
         cx.typed(call, vec![x, s, z], 0)?;
         Ok(())
@@ -269,8 +306,10 @@ impl DequantizeLinear {
 
     fn out_type(&self, cx: &InferCx) -> R<DType> {
         let y = self.output_dtype.unwrap_or(cx.dtype(1)?);
-        if !y.is_float() {
-            return Err(format!("the output type is {y}; expected a float type"));
+        if !y.is_float() || y.is_small() {
+            return Err(format!(
+                "the output type is {y}; expected float32, float16, bfloat16 or float64"
+            ));
         }
         Ok(y)
     }
@@ -286,7 +325,7 @@ impl Operator for DequantizeLinear {
             check_quantized(d, "x")?;
         }
         let s = cx.dtype(1)?;
-        if !s.is_float() {
+        if !s.is_float() || s.is_small() {
             return Err(format!("the scale is {s}; expected a float type"));
         }
         if let Some(z) = cx.opt(2)
@@ -703,6 +742,7 @@ pub const OPS: &[OpDef] = &[
                     .map_err(|_| format!("block_size must be ≥ 0, got {block}"))?,
                 output_dtype: output_dtype(a.int_or("output_dtype", 0)?)?,
                 precision: output_dtype(a.int_or("precision", 0)?)?,
+                saturate: a.int_or("saturate", 1)? != 0,
             }))
         },
     },

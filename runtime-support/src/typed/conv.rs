@@ -738,7 +738,9 @@ fn for_quant(p: &Quantize, mut f: impl FnMut(usize, usize)) {
 
 /// ONNX QuantizeLinear: `saturate(round_half_even(x / scale) + zp)` into `Q`, the
 /// quotient rounded to `p.precision` first. `zp` has as many elements as `scale` (the
-/// compiler passes zeros when the model has none).
+/// compiler passes zeros when the model has none). A float `Q` (float8, float4) is
+/// ONNX Cast's saturating conversion of `x / scale + zp` (`zp` added at
+/// `p.precision`).
 pub fn quantize_linear<X: Elem, S: Elem, Q: Elem>(
     p: &Quantize,
     x: &[X],
@@ -752,6 +754,11 @@ pub fn quantize_linear<X: Elem, S: Elem, Q: Elem>(
     let (qmin, qmax) = (Q::min_value().to_i64(), Q::max_value().to_i64());
     for_quant(p, |e, s| {
         let q = p.precision.round(x[e].to_f64() / scale[s].to_f64());
+        if Q::IS_FLOAT {
+            let v = p.precision.round(q + zp[s].to_f64());
+            y[e] = Q::cast_from(v, &super::small::CastMode::default());
+            return;
+        }
         let r = q.round_ties_even();
         // Saturating float → int; NaN becomes 0 (the zero point).
         let v = (r as i64).saturating_add(zp[s].to_i64());

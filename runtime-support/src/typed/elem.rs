@@ -1,12 +1,13 @@
 //! The element types of the typed kernels and their arithmetic.
 //!
-//! [`Elem`] is implemented once per ONNX dtype by two macros (floats, integers) and by
-//! hand for [`Bool`]. Floats compute in `f64` and round once to their own type, so
+//! [`Elem`] is implemented once per ONNX dtype by two macros (floats, integers), by
+//! hand for [`Bool`], and in [`super::small`] for float8, float4, int4 and int2. Floats compute in `f64` and round once to their own type, so
 //! `float16`/`bfloat16` are stored as themselves and never accumulate in half
 //! precision. Integers are exact and wrap like NumPy; nothing here panics for any
 //! operand, including `x / 0`, `MIN / -1` and shifts past the width.
 
 use super::params::{BinaryOp, UnaryOp};
+use super::small::CastMode;
 use half::{bf16, f16};
 
 /// An ONNX `bool` element: one byte holding 0 or 1 (`bool` itself is not `Pod`, and a
@@ -73,6 +74,16 @@ pub trait Elem:
     fn to_i128(self) -> i128;
     /// Integers wrap; floats round to nearest once (`i64 → f32` exactly like NumPy).
     fn from_i128(v: i128) -> Self;
+    /// ONNX Cast of `x` into this type with the node's attributes: NumPy `astype`
+    /// (`from_f64` from a float, `from_i128` from an integer or `Bool`) for every type
+    /// but the float8 ones, which read `mode.saturate`, and E8M0, which reads both.
+    fn cast_from<A: Elem>(x: A, _mode: &CastMode) -> Self {
+        if A::IS_FLOAT {
+            Self::from_f64(x.to_f64())
+        } else {
+            Self::from_i128(x.to_i128())
+        }
+    }
 
     /// The element-wise function `op`. An (op, type) pair ONNX does not define returns
     /// something harmless (float-only ops on integers go through `f64`; bit operations
@@ -300,7 +311,7 @@ pub(crate) fn float_unary(op: UnaryOp, x: f64) -> f64 {
 }
 
 /// Every binary op on floats, in `f64`.
-fn float_binary(op: BinaryOp, a: f64, b: f64) -> f64 {
+pub(crate) fn float_binary(op: BinaryOp, a: f64, b: f64) -> f64 {
     use BinaryOp::*;
     match op {
         Add => a + b,

@@ -21,6 +21,7 @@ pub mod reduce;
 pub mod resize;
 pub mod rotary;
 pub mod signal;
+pub mod small;
 pub mod view;
 
 pub use attention::attention;
@@ -48,4 +49,8 @@ pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};
 pub use resize::{affine_grid, col2im, grid_sample, resize};
 pub use rotary::{rotary_embedding, rotary_embedding_pos};
 pub use signal::{dft, mel_weight_matrix, stft, window};
+pub use small::{
+    Float4E2M1, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0, Int2, Int4,
+    UInt2, UInt4, cast_with,
+};
 pub use view::{copy, input, view, view_mut};

@@ -382,3 +382,4 @@ pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};
 pub use super::resize::{AffineGrid, Col2Im, GridPadding, GridSample, GridSampleMode, Resize};
 pub use super::rotary::Rotary;
 pub use super::signal::{Dft, MelWeightMatrix, Stft, Window, WindowKind};
+pub use super::small::{CastMode, RoundMode};

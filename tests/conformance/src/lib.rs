@@ -148,7 +148,12 @@ pub struct Tolerance {
 
 /// Compares one output with its expected tensor: floats within `tol` (NaN equals NaN,
 /// same-sign infinities are equal), integers and bool exactly, and the shape and length.
-/// `onnx_type` tells bfloat16 (stored as uint16 bits) from uint16.
+/// `onnx_type` tells bfloat16 (stored as uint16 bits) from uint16. The float8 and
+/// float4 types are stored as their uint8 bits and int4/int2 as int8 values, one per
+/// byte as Kiln holds them, and compared exactly: the reference rounds once from the
+/// exact value to a format of 8 bits or fewer, so the same rounding gives the same
+/// bits and any other is at least one code off (ONNX's test data are bits, not values
+/// with a tolerance).
 pub fn compare(
     got: &[u8],
     got_shape: &[usize],

@@ -269,7 +269,10 @@ impl Dim {
             _ if self == o => self.clone(),
             _ => {
                 let (a, b) = if self.0 <= o.0 { (self, o) } else { (o, self) };
-                Dim(Poly::atom(Atom::Max(Box::new(a.0.clone()), Box::new(b.0.clone()))))
+                Dim(Poly::atom(Atom::Max(
+                    Box::new(a.0.clone()),
+                    Box::new(b.0.clone()),
+                )))
             }
         }
     }
@@ -281,7 +284,10 @@ impl Dim {
             _ if self == o => self.clone(),
             _ => {
                 let (a, b) = if self.0 <= o.0 { (self, o) } else { (o, self) };
-                Dim(Poly::atom(Atom::Min(Box::new(a.0.clone()), Box::new(b.0.clone()))))
+                Dim(Poly::atom(Atom::Min(
+                    Box::new(a.0.clone()),
+                    Box::new(b.0.clone()),
+                )))
             }
         }
     }
@@ -380,7 +386,11 @@ impl fmt::Display for Poly {
         let mut terms: Vec<_> = self.0.iter().collect();
         terms.sort_by_key(|(a, _)| std::cmp::Reverse(a.len()));
         for (i, (atoms, &c)) in terms.into_iter().enumerate() {
-            let (sign, mag) = if c < 0 { ("-", c.unsigned_abs()) } else { ("+", c as u64) };
+            let (sign, mag) = if c < 0 {
+                ("-", c.unsigned_abs())
+            } else {
+                ("+", c as u64)
+            };
             match (i, sign) {
                 (0, "-") => write!(f, "-")?,
                 (0, _) => {}
@@ -502,11 +512,20 @@ mod tests {
         let n = Dim::sym("N");
         let s = Dim::sym("S");
         let all = n.clone() * s.clone() * 768;
-        assert_eq!(all.div_exact(&Dim::from(768usize)), Some(n.clone() * s.clone()));
-        assert_eq!(all.div_exact(&(n.clone() * s.clone())), Some(Dim::from(768usize)));
+        assert_eq!(
+            all.div_exact(&Dim::from(768usize)),
+            Some(n.clone() * s.clone())
+        );
+        assert_eq!(
+            all.div_exact(&(n.clone() * s.clone())),
+            Some(Dim::from(768usize))
+        );
         assert_eq!(all.div_exact(&Dim::from(5usize)), None);
         assert_eq!((n.clone() + 1).div_exact(&n), None);
-        assert_eq!(Dim::from(12usize).div_exact(&Dim::from(4usize)), Some(Dim::from(3usize)));
+        assert_eq!(
+            Dim::from(12usize).div_exact(&Dim::from(4usize)),
+            Some(Dim::from(3usize))
+        );
     }
 
     #[test]

@@ -119,6 +119,31 @@ fn a_small_cnn_infers_in_its_symbols() {
 }
 
 #[test]
+fn conv_transpose_grows_with_its_input() {
+    for (stride, pads, auto_pad) in [
+        (2, [0, 0], "NOTSET"),
+        (2, [1, 0], "NOTSET"),
+        (3, [0, 0], "SAME_UPPER"),
+    ] {
+        let mut node = Node::new("ConvTranspose", &["x", "w"], &["y"])
+            .ints("strides", &[stride])
+            .string("auto_pad", auto_pad);
+        if auto_pad == "NOTSET" {
+            node = node.ints("pads", &pads);
+        }
+        let bytes = Model::new(13)
+            .input_sym("x", &["N", "2", "L"])
+            .init("w", &[2, 3, 3], vec![0.5; 18])
+            .node(node)
+            .output("y")
+            .bytes();
+        let points: &[&[(&str, i64)]] = &[&[("N", 1), ("L", 1)], &[("N", 2), ("L", 17)]];
+        let g = check_against_fixed(&bytes, points);
+        assert!(output_dims(&g, 0).contains('L'), "{}", output_dims(&g, 0));
+    }
+}
+
+#[test]
 fn broadcasting_different_symbols_is_an_error_naming_them() {
     let bytes = Model::new(13)
         .input_sym("a", &["N", "4"])
@@ -151,7 +176,10 @@ fn a_rule_that_needs_fixed_dims_names_them() {
     let err = infer_shapes(&bytes, &Options::default())
         .expect_err("step 2 over W")
         .to_string();
-    assert!(err.contains("Slice") && err.contains("step 2") && err.contains("(W)"), "{err}");
+    assert!(
+        err.contains("Slice") && err.contains("step 2") && err.contains("(W)"),
+        "{err}"
+    );
     // Compiling still requires every dim.
     let err = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &Options::default())
         .expect_err("W is symbolic")

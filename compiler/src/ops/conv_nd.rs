@@ -478,7 +478,25 @@ impl Operator for ConvTranspose {
         if cx.dtype(1)? != d {
             return Err(format!("the weight is {}, the input {d}", cx.dtype(1)?));
         }
-        let (shape, g) = self.resolve(cx.shape(0)?, cx.shape(1)?)?;
+        // Each output size is linear in its input size (`stride * (x - 1) + ..`), or
+        // fixed by `output_shape`: resolve at a stand-in size, then shift by the stride.
+        const STAND_IN: usize = 1 << 20;
+        let xs = cx.dims(0)?;
+        let stand_in: Vec<usize> = checkable_shape(xs, &[1])?
+            .iter()
+            .zip(xs)
+            .enumerate()
+            .map(|(i, (&v, d))| if i >= 2 && !d.is_known() { STAND_IN } else { v })
+            .collect();
+        let (fixed, g) = self.resolve(&stand_in, cx.shape(1)?)?;
+        let mut shape = vec![xs[0].clone(), Dim::from(g.c_out)];
+        for (i, x) in xs[2..].iter().enumerate() {
+            shape.push(if x.is_known() || self.output_shape.is_some() {
+                Dim::from(fixed[i + 2])
+            } else {
+                Dim::from(fixed[i + 2]) + (x.clone() - STAND_IN) * g.strides[i]
+            });
+        }
         if let Some(b) = cx.opt(2)
             && (b.shape() != [g.c_out] || b.dtype != d)
         {
@@ -517,7 +535,10 @@ impl Operator for LpPool {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Float)?;
-        Ok(vec![Fact::new(d, pool_out_dims(&self.window, cx.dims(0)?)?)])
+        Ok(vec![Fact::new(
+            d,
+            pool_out_dims(&self.window, cx.dims(0)?)?,
+        )])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let d = cx.dtype(0)?;

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis};
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, ParseCx, R, Types, normalize_axis,
+};
 use crate::dim::Dim;
 use crate::lower::TypedCall;
 use crate::tensor::{Scalar, Tensor};

@@ -771,7 +771,11 @@ impl Movement {
                 let target = cx.constant(1, "shape")?.as_i64();
                 let target: Vec<Dim> = target
                     .iter()
-                    .map(|&v| usize::try_from(v).map(one).map_err(|_| format!("negative dim {v}")))
+                    .map(|&v| {
+                        usize::try_from(v)
+                            .map(one)
+                            .map_err(|_| format!("negative dim {v}"))
+                    })
                     .collect::<R<_>>()?;
                 vec![broadcast_dims(&[s, &target])?]
             }
@@ -782,7 +786,12 @@ impl Movement {
                         "repeats {reps:?} must be {rank} non-negative values"
                     ));
                 }
-                vec![s.iter().zip(&reps).map(|(d, &r)| d.clone() * r as usize).collect()]
+                vec![
+                    s.iter()
+                        .zip(&reps)
+                        .map(|(d, &r)| d.clone() * r as usize)
+                        .collect(),
+                ]
             }
             Movement::DepthToSpace { block: b, .. } => {
                 let bb = Dim::from(b * b);
@@ -854,7 +863,9 @@ fn slice_len(n: &Dim, start: i64, end: i64, step: i64) -> R<Dim> {
         return Ok(Dim::from(len));
     }
     if step != 1 {
-        return Err(format!("a slice with step {step} needs the axis' size ({n}) known"));
+        return Err(format!(
+            "a slice with step {step} needs the axis' size ({n}) known"
+        ));
     }
     let zero = Dim::from(0usize);
     let at = |v: i64| -> Dim {

@@ -12,7 +12,11 @@ use std::sync::Arc;
 use kiln_runtime::params as legacy;
 use kiln_runtime::typed::{self, Bool, Elem, params as tp};
 
-use super::{Fact, FixedFact, InferCx, LowerCx, Op, OpDef, Operator, ParseCx, R, Types, broadcast};
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, Op, OpDef, Operator, ParseCx, R, Types, broadcast,
+    broadcast_dims,
+};
+use crate::dim::Dim;
 use crate::lower::{Kernel, Operand, TypedCall, broadcast_params};
 use crate::tensor::{DType, Scalar, Tensor};
 use crate::{dispatch_data, dispatch_dtype, impl_as_any};
@@ -95,7 +99,7 @@ impl Operator for Unary {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, self.types)?;
-        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(d, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;
@@ -243,11 +247,11 @@ fn same_types(cx: &InferCx, n: usize, types: Types) -> R<DType> {
     Ok(d)
 }
 
-/// Output shape of a broadcasting node over its present inputs.
-fn broadcast_shape(cx: &InferCx) -> R<Vec<usize>> {
+/// Output dims of a broadcasting node over its present inputs.
+fn broadcast_shape(cx: &InferCx) -> R<Vec<Dim>> {
     let inputs = cx.inputs();
-    let shapes: Vec<&[usize]> = inputs.iter().map(|v| v.shape()).collect();
-    broadcast(&shapes)
+    let shapes: Vec<&[Dim]> = inputs.iter().map(|v| v.dims()).collect();
+    broadcast_dims(&shapes)
 }
 
 /// `op` over two constant tensors broadcast to `shape`, by the run-time kernel.
@@ -477,7 +481,7 @@ impl Operator for FloatClass {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         cx.check_type(0, Types::Float)?;
-        Ok(vec![Fact::new(DType::Bool, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(DType::Bool, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
@@ -553,7 +557,7 @@ impl Operator for Cast {
         if let Some(x) = cx.opt_constant(0) {
             return Ok(vec![Fact::constant(x.cast_with(to, &self.mode))]);
         }
-        Ok(vec![Fact::new(to, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(to, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         // CastLike's second input is only its type: fold even when it is not constant.
@@ -602,7 +606,7 @@ impl Operator for Clip {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Numeric)?;
-        Ok(vec![Fact::new(d, cx.shape(0)?.to_vec())])
+        Ok(vec![Fact::new(d, cx.dims(0)?.to_vec())])
     }
     fn eval(&self, cx: &InferCx, _: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "input")?;

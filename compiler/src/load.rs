@@ -17,6 +17,9 @@ use crate::ir::*;
 use crate::ops::{Attrs, ParseCx};
 use crate::tensor::Scalar;
 
+/// The newest default-domain opset Kiln knows (onnx 1.23.2's, whose node tests run).
+pub const MAX_OPSET: i64 = 28;
+
 /// Reads and parses `path`.
 pub fn load_file(path: &Path) -> Result<Graph, Error> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io {
@@ -116,6 +119,11 @@ impl<'m> Loader<'m> {
             .map(|o| o.version)
             // IR version 1/2 models predate opset_import and mean opset 1.
             .unwrap_or(1);
+        if !(1..=MAX_OPSET).contains(&opset) {
+            return Err(Error::Model(format!(
+                "the model imports opset {opset} of the default domain; Kiln knows opsets 1 to {MAX_OPSET}"
+            )));
+        }
         Ok(Loader {
             model,
             opset,
@@ -138,8 +146,9 @@ impl<'m> Loader<'m> {
             self.define(&init.name, t.dtype, Some(t))?;
         }
         for vi in &g.input {
-            if self.by_name.contains_key(&vi.name) {
-                // Older IR versions list every initializer among the inputs too.
+            if g.initializer.iter().any(|t| t.name == vi.name) {
+                // Older IR versions list every initializer among the inputs too (any
+                // other repeated name is an error of `define`).
                 continue;
             }
             let (dtype, dims) = value_info_type(vi).map_err(|m| Error::Input {
@@ -283,6 +292,20 @@ fn topological_order(
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
+            if defined.contains_key(o.as_str()) {
+                return Err(Error::Node {
+                    node: if n.name.is_empty() {
+                        format!("#{i}")
+                    } else {
+                        n.name.clone()
+                    },
+                    op: n.op_type.clone(),
+                    opset,
+                    message: format!(
+                        "output `{o}` is already defined as a graph input or initializer (ONNX graphs are SSA)"
+                    ),
+                });
+            }
             producer.insert(o.as_str(), i);
         }
     }

@@ -698,8 +698,10 @@ pub fn broadcast(shapes: &[&[usize]]) -> R<Vec<usize>> {
 }
 
 /// The most elements a folded constant may have (the model zoo builds weights of up to
-/// 10^8 elements with `ConstantOfShape`).
-pub const MAX_FOLDED_ELEMENTS: usize = 1 << 30;
+/// 10^8 elements with `ConstantOfShape`). 2^28 (1 GiB of float32) bounds what a small
+/// file can make the compiler allocate: at 2^30 the fuzzer found a 214 KB model whose
+/// ConstantOfShape asked for 4 GiB (tests/fuzz_regressions/constant_of_shape_4gib.onnx).
+pub const MAX_FOLDED_ELEMENTS: usize = 1 << 28;
 
 /// Whether a constant of `shape` is small enough to compute at compile time.
 pub fn foldable(shape: &[usize]) -> bool {

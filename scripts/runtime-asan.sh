@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs kiln-runtime's own tests (the kernels, typed kernels, arena, no-alloc checks)
+# with the Rust code built under AddressSanitizer, so the runtime's `unsafe` blocks
+# outside the CUDA emulator run instrumented. Every `unsafe` block there carries a
+# `SAFETY:` comment; under ASan run:
+#   kernels/gemm.rs        `_mm256_zeroupper` after faer calls (every GEMM test)
+# not reachable here: cuda/device_cudarc.rs (driver launches, cuBLAS, graph capture:
+# they need a GPU; its `is_culib_present` checks only dlopen) and cuda/nvrtc.rs (a
+# foreign library ASan cannot see into; under ASan libnvrtc fails to dlopen its
+# builtins library, so tests/cuda_nvrtc.rs runs uninstrumented in scripts/test.sh).
+# The emulator's FFI call (cuda/emulator.rs) runs under ASan in scripts/cuda-emu-asan.sh.
+# Miri is not available: it is a rustup component of nightly toolchains and the pinned
+# stable 1.95 cannot fetch it here.
+#
+# `-Zsanitizer` needs nightly flags: RUSTC_BOOTSTRAP=1 on the pinned stable toolchain.
+# The explicit --target keeps build scripts and proc macros uninstrumented; a separate
+# target directory keeps this build from replacing the normal one.
+#
+# Usage: scripts/runtime-asan.sh [extra cargo test arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export RUSTC_BOOTSTRAP=1
+export RUSTFLAGS="-Zsanitizer=address"
+export RUSTDOCFLAGS="-Zsanitizer=address"
+export ASAN_OPTIONS="detect_leaks=0"
+export CARGO_TARGET_DIR="${KILN_ASAN_TARGET_DIR:-$PWD/target/asan-rust}"
+echo "== kiln-runtime's tests under AddressSanitizer (Rust instrumented)"
+cargo test --release -p kiln-runtime --target x86_64-unknown-linux-gnu \
+    --lib --tests "$@"

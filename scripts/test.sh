@@ -26,3 +26,4 @@ echo "== cargo test --workspace --release --all-features"
 cargo test --workspace --release --all-features
 echo "== the CUDA emulator tests under AddressSanitizer"
 scripts/cuda-emu-asan.sh
+scripts/runtime-asan.sh

@@ -712,3 +712,98 @@ impl Tensor {
         (self.data.len() == 1).then(|| self.as_f64()[0])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onnx_protobuf::TensorProto;
+
+    fn proto(data_type: i32, dims: &[i64]) -> TensorProto {
+        TensorProto {
+            dims: dims.to_vec(),
+            data_type,
+            ..Default::default()
+        }
+    }
+
+    fn ints(t: &Tensor) -> Vec<i64> {
+        t.as_i64()
+    }
+
+    /// ONNX packs 4-bit elements two per byte and 2-bit elements four per byte, first
+    /// element in the low bits, in `raw_data` or one byte per `int32_data` entry (the
+    /// bytes here are the `int32_data` onnx 1.23.2's `helper.make_tensor` writes for
+    /// these values).
+    #[test]
+    fn packed_initializers_unpack_to_one_byte_per_element() {
+        let load = crate::load::tensor_from_proto;
+        // INT4 [1, -8, 7, -1, 3]: nibbles 1, 8, 7, f, 3 -> bytes 0x81, 0xf7, 0x03.
+        let mut t = proto(22, &[5]);
+        t.raw_data = vec![0x81, 0xf7, 0x03];
+        let v = load(&t).unwrap();
+        assert_eq!(v.dtype, DType::I4);
+        assert_eq!(ints(&v), [1, -8, 7, -1, 3]);
+        // Stored canonical: the int8 of each value.
+        assert_eq!(v.data.bytes(), [1, 0xf8, 7, 0xff, 3]);
+        let mut t = proto(22, &[5]);
+        t.int32_data = vec![0x81, 0xf7, 0x03];
+        assert_eq!(ints(&load(&t).unwrap()), [1, -8, 7, -1, 3]);
+        // UINT4 [15, 0, 9].
+        let mut t = proto(21, &[3]);
+        t.raw_data = vec![0x0f, 0x09];
+        assert_eq!(ints(&load(&t).unwrap()), [15, 0, 9]);
+        // INT2 [0, 1, -1, -2, 1]: 0b10_11_01_00, then 0b01.
+        let mut t = proto(26, &[5]);
+        t.raw_data = vec![0b1011_0100, 0b01];
+        assert_eq!(ints(&load(&t).unwrap()), [0, 1, -1, -2, 1]);
+        // UINT2 [3, 2, 1, 0].
+        let mut t = proto(25, &[4]);
+        t.int32_data = vec![0b0001_1011];
+        assert_eq!(ints(&load(&t).unwrap()), [3, 2, 1, 0]);
+        // FLOAT4E2M1 [0.5, -6, 3]: codes 1, f, 5.
+        let mut t = proto(23, &[3]);
+        t.raw_data = vec![0xf1, 0x05];
+        assert_eq!(load(&t).unwrap().as_f64(), [0.5, -6.0, 3.0]);
+        // FLOAT8E4M3FN bits, one per byte or int32_data entry.
+        let mut t = proto(17, &[2]);
+        t.int32_data = vec![0x7e, 0xc6];
+        assert_eq!(load(&t).unwrap().as_f64(), [448.0, -3.5]);
+        // Wrong byte counts are errors naming both sizes.
+        let mut t = proto(22, &[5]);
+        t.raw_data = vec![0x81, 0xf7];
+        let e = load(&t).unwrap_err();
+        assert!(e.contains("holds 2 bytes") && e.contains("needs 3"), "{e}");
+    }
+
+    /// Casting folds with the node's attributes: saturating by default, not with
+    /// `saturate = 0` (bits from ml_dtypes 0.6.0 `astype` and onnx's `saturate_cast`);
+    /// E8M0 rounds by `round_mode`.
+    #[test]
+    fn cast_with_folds_saturate_and_round_mode() {
+        let x = Tensor::f32(vec![3], vec![1e6, -0.1, 3.0]);
+        let sat = x.cast_with(DType::F8E4M3FN, &CastMode::default());
+        assert_eq!(sat.data.bytes(), [0x7e, 0x9d, 0x44]);
+        let no_sat = CastMode {
+            saturate: false,
+            ..CastMode::default()
+        };
+        assert_eq!(
+            x.cast_with(DType::F8E4M3FN, &no_sat).data.bytes(),
+            [0x7f, 0x9d, 0x44]
+        );
+        let down = CastMode {
+            round_mode: kiln_runtime::typed::params::RoundMode::Down,
+            ..CastMode::default()
+        };
+        assert_eq!(x.cast_with(DType::F8E8M0, &down).data.bytes()[2], 0x80);
+        assert_eq!(
+            x.cast_with(DType::F8E8M0, &CastMode::default())
+                .data
+                .bytes()[2],
+            0x81
+        );
+        for d in DType::ALL {
+            assert_eq!(DType::from_onnx_name(d.onnx_name()), Some(d));
+        }
+    }
+}

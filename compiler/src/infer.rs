@@ -131,6 +131,8 @@ fn resolve_input(
                     return Err(err(format!("dim {i} is fixed to {f} by the model, --input gave {g}")));
                 }
             }
+            // Checked as given: a size past i64 would saturate as a `Dim`.
+            check_elements(given).map_err(err)?;
             Ok(crate::dim::dims_of(given))
         }
         None if symbols == Symbols::Keep => Ok(dims.to_vec()),

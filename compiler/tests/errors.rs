@@ -853,7 +853,7 @@ fn add_not_broadcastable() {
         &error(&bytes),
         "add",
         "Add",
-        "shapes [[2, 3], [4]] do not broadcast",
+        "shapes [2, 3], [4] do not broadcast",
     );
 }
 

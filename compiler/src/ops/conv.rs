@@ -34,11 +34,9 @@ impl Operator for Conv {
         }
         let d = cx.check_type(0, Types::F32)?;
         let (xs, ws) = (cx.dims(0)?, cx.dims(1)?);
+        let out = conv_nd::conv_out_dims(&self.window, xs, ws, self.group)?;
         conv_nd::check_bias(cx, 2, &ws[0])?;
-        Ok(vec![Fact::new(
-            d,
-            conv_nd::conv_out_dims(&self.window, xs, ws, self.group)?,
-        )])
+        Ok(vec![Fact::new(d, out)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         if tuned(cx.dtype(0)?, cx.dims(0)?.len()) || cx.constants().is_none() {

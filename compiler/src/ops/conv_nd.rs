@@ -111,13 +111,14 @@ pub(super) fn infer_conv(w: &Window, group: usize, cx: &InferCx) -> R<Vec<Fact>>
         return Err(format!("the weight is {}, the input {d}", cx.dtype(1)?));
     }
     let (xs, ws) = (cx.dims(0)?, cx.dims(1)?);
+    let out = conv_out_dims(w, xs, ws, group)?;
     check_bias(cx, 2, &ws[0])?;
     if let Some(b) = cx.opt(2)
         && b.dtype != d
     {
         return Err(format!("the bias is {}, the input {d}", b.dtype));
     }
-    Ok(vec![Fact::new(d, conv_out_dims(w, xs, ws, group)?)])
+    Ok(vec![Fact::new(d, out)])
 }
 
 /// Checks that the optional bias operand `i` has shape `[c_out]`.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use kiln_runtime::params;
 
 use super::conv_nd;
-use crate::dim::Dim;
 use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
+use crate::dim::Dim;
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
 use crate::lower::{Kernel, Window2d, activation_param};

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use kiln_runtime::params;
 use kiln_runtime::typed::{self, params as tp};
 
-use super::{
-    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast_dims,
-};
+use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast_dims};
 use crate::dim::{Dim, fmt_dims};
 use crate::ir::Activation;
 use crate::lower::{Kernel, TypedCall, activation_param, broadcast_strides};
@@ -130,8 +128,16 @@ pub(crate) fn matmul_shape(a: &[Dim], b: &[Dim]) -> R<Vec<Dim>> {
         return Err("MatMul operands must have rank ≥ 1".into());
     }
     let one = Dim::from(1usize);
-    let a2: Vec<Dim> = if a.len() == 1 { vec![one.clone(), a[0].clone()] } else { a.to_vec() };
-    let b2: Vec<Dim> = if b.len() == 1 { vec![b[0].clone(), one] } else { b.to_vec() };
+    let a2: Vec<Dim> = if a.len() == 1 {
+        vec![one.clone(), a[0].clone()]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<Dim> = if b.len() == 1 {
+        vec![b[0].clone(), one]
+    } else {
+        b.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2].clone(), &a2[a2.len() - 1]);
     let (k2, n) = (&b2[b2.len() - 2], b2[b2.len() - 1].clone());
     if k != k2 {
@@ -226,10 +232,7 @@ impl Operator for MatMul {
         if cx.dtype(1)? != d {
             return Err(format!("B is {}, A is {d}", cx.dtype(1)?));
         }
-        Ok(vec![Fact::new(
-            d,
-            matmul_shape(cx.dims(0)?, cx.dims(1)?)?,
-        )])
+        Ok(vec![Fact::new(d, matmul_shape(cx.dims(0)?, cx.dims(1)?)?)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (a, b) = (cx.constant(0, "A")?, cx.constant(1, "B")?);

@@ -17,8 +17,8 @@ use kiln_runtime::typed::{self, params as tp};
 use super::elementwise::Unary;
 use super::shape::strided;
 use super::{
-    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast_dims,
-    checkable_shape, normalize_axis,
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast_dims, checkable_shape,
+    normalize_axis,
 };
 use crate::dim::Dim;
 use crate::lower::{Kernel, Operand, TypedCall, broadcast_strides};

@@ -184,7 +184,10 @@ impl<'m> Loader<'m> {
             for (i, output) in node.output.iter().enumerate() {
                 if output.is_empty() {
                     // An omitted optional output: give it a private name.
-                    outputs.push(self.graph.add_value(Value::unknown(format!("{name}:unused{i}"), DType::F32)));
+                    outputs.push(
+                        self.graph
+                            .add_value(Value::unknown(format!("{name}:unused{i}"), DType::F32)),
+                    );
                     continue;
                 }
                 if self.by_name.contains_key(output) {

@@ -179,11 +179,14 @@ pub enum Types {
 }
 
 impl Types {
+    /// Whether `d` is one of the types. The storage-only types (float8, float4, int4,
+    /// int2: `DType::is_small`) are in `All` only: ONNX defines Cast, CastLike and
+    /// (de)quantization on them, no arithmetic.
     pub fn allows(self, d: DType) -> bool {
         match self {
-            Types::Float => d.is_float(),
-            Types::Numeric => d != DType::Bool,
-            Types::Signed => d.is_signed(),
+            Types::Float => d.is_float() && !d.is_small(),
+            Types::Numeric => d != DType::Bool && !d.is_small(),
+            Types::Signed => d.is_signed() && !d.is_small(),
             Types::Int => d.is_int(),
             Types::Bool => d == DType::Bool,
             Types::All => true,

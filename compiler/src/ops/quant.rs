@@ -11,8 +11,10 @@ use std::sync::Arc;
 use kiln_runtime::typed::{self, params as tp};
 
 use super::conv_nd;
-use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis};
 use super::linalg::matmul_shape;
+use super::{
+    Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadcast, normalize_axis,
+};
 use crate::dim::{Dim, dims_of, fmt_dims};
 use crate::impl_as_any;
 use crate::ir::Window;
@@ -558,10 +560,7 @@ impl Operator for QLinearMatMul {
             }
         }
         check_qmatmul_dims(cx, 0, 3, [Some(1), Some(2), Some(4), Some(5)])?;
-        Ok(vec![Fact::new(
-            yd,
-            matmul_shape(cx.dims(0)?, cx.dims(3)?)?,
-        )])
+        Ok(vec![Fact::new(yd, matmul_shape(cx.dims(0)?, cx.dims(3)?)?)])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let icx = cx.infer_cx();

@@ -179,6 +179,20 @@ fn common_items(
         quote!(#[doc = #doc] pub const #name: usize = #off;)
     });
     let n_steps = us(p.steps.len());
+    // Clippy's `large_const_arrays` (16 KiB) fires on very long tables: allowed there,
+    // since `const` is what lets callers use them in their own constant tables.
+    let large = |n: usize| {
+        if n > 256 {
+            quote!(#[allow(clippy::large_const_arrays)])
+        } else {
+            TokenStream::new()
+        }
+    };
+    let (steps_allow, inputs_allow, outputs_allow) = (
+        large(p.steps.len()),
+        large(p.inputs.len()),
+        large(p.outputs.len()),
+    );
     let step_nodes = p.steps.iter().map(|s| s.node.as_str());
     let step_ops = p.steps.iter().map(|s| s.op_type);
     let weights_file = &opts.weights_file;
@@ -195,12 +209,15 @@ fn common_items(
         /// Number of steps `run` takes: kernel calls, in order, as [`STEPS`] lists them.
         pub const N_STEPS: usize = #n_steps;
         /// Each step's ONNX node and operator, in execution order.
+        #steps_allow
         pub const STEPS: [(&str, &str); N_STEPS] = [#((#step_nodes, #step_ops)),*];
         /// Number of model outputs.
         pub const N_OUTPUTS: usize = #n_out;
         /// The inputs, in the order the slice and byte interfaces take them.
+        #inputs_allow
         pub const INPUTS: [#rt::TensorInfo; N_INPUTS] = [#(#input_infos),*];
         /// The outputs, in the order the slice and byte interfaces return them.
+        #outputs_allow
         pub const OUTPUTS: [#rt::TensorInfo; N_OUTPUTS] = [#(#output_infos),*];
 
         /// Byte offset of every planned tensor in the arena.

@@ -47,7 +47,7 @@ from onnx import TensorProto, numpy_helper
 # Bump whenever anything written to testdata/node changes.
 # 2: float8 E5M2 arrays written as uint8 bits like the other ml_dtypes types (ml_dtypes
 #    gives float8_e5m2 NumPy kind "f", which the old test missed: '<f1' files).
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 TRAINING_OPS = {"Adagrad", "Adam", "Momentum", "Gradient"}
 # BatchNormalization/Dropout cases that ask for training-mode outputs (`training` in the name).
@@ -190,7 +190,8 @@ def as_numpy(value, elem_type: int) -> tuple[np.ndarray, str]:
             a = a.astype(np.uint8)
         else:
             a = a.view({1: np.uint8, 2: np.uint16}[a.dtype.itemsize])
-    return np.ascontiguousarray(a), onnx_type
+    # np.require, not np.ascontiguousarray: the latter turns a scalar into shape [1].
+    return np.require(a, requirements="C"), onnx_type
 
 
 def describe(vi: onnx.ValueInfoProto, value):

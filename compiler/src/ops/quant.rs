@@ -189,7 +189,7 @@ impl QuantizeLinear {
     fn params(&self, cx: &InferCx) -> R<tp::Quantize> {
         let (xs, ss) = (cx.shape(0)?, cx.shape(1)?);
         if let Some(z) = cx.opt(2)
-            && z.shape() != ss
+            && !zero_point_fits(z.dims(), &dims_of(ss))
         {
             return Err(format!(
                 "the zero point has shape {:?}, the scale {ss:?}",
@@ -282,7 +282,7 @@ impl DequantizeLinear {
     fn params(&self, cx: &InferCx) -> R<tp::Quantize> {
         let (xs, ss) = (cx.shape(0)?, cx.shape(1)?);
         if let Some(z) = cx.opt(2) {
-            if z.shape() != ss {
+            if !zero_point_fits(z.dims(), &dims_of(ss)) {
                 return Err(format!(
                     "the zero point has shape {:?}, the scale {ss:?}",
                     z.shape()
@@ -812,12 +812,19 @@ pub const OPS: &[OpDef] = &[
 // Inference over dims: the shape checks of the parameter functions above (which
 // lowering uses on fixed shapes), over symbolic dims.
 
+/// Whether a zero point of dims `z` goes with a scale of dims `s`: the same dims, or
+/// one value each (a per-tensor `[1]` beside a scalar, as ONNX's own tests write).
+fn zero_point_fits(z: &[Dim], s: &[Dim]) -> bool {
+    let one = |d: &[Dim]| d.iter().all(|x| x.is(1));
+    z == s || (one(z) && one(s))
+}
+
 /// [`quant_geometry`]'s checks: the zero point has the scale's dims; the scale is one
 /// value, one per entry of `x` along `axis`, or one per block of `block` entries.
 fn check_quant_dims(cx: &InferCx, axis: i64, block: usize) -> R<()> {
     let (xs, ss) = (cx.dims(0)?, cx.dims(1)?);
     if let Some(z) = cx.opt(2)
-        && z.dims() != ss
+        && !zero_point_fits(z.dims(), ss)
     {
         return Err(format!(
             "the zero point has shape {}, the scale {}",

@@ -135,15 +135,6 @@ impl<'a> Emitter<'a> {
             },
             WeightsMode::File => quote!(),
         };
-        let doc = format!(
-            " Compiled by Kiln from `{}`: {} steps, arena of {} bytes, {} bytes of weights.",
-            opts.source,
-            p.steps.len(),
-            self.plan.arena_bytes,
-            p.weights.len() * 4
-        );
-
-        let _ = doc;
         Ok(quote! {
             #common
 

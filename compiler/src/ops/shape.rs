@@ -590,25 +590,11 @@ impl Movement {
                 let mut offset = 0isize;
                 for k in 0..starts.len() {
                     let a = normalize_axis(axes[k], rank)?;
-                    let n = s[a] as i64;
                     let step = steps[k];
                     if step == 0 {
                         return Err("slice step is zero".into());
                     }
-                    let fix = |v: i64| if v < 0 { v + n } else { v };
-                    let (b, e) = if step > 0 {
-                        (fix(starts[k]).clamp(0, n), fix(ends[k]).clamp(0, n))
-                    } else {
-                        (
-                            fix(starts[k]).clamp(-1, n - 1),
-                            fix(ends[k]).clamp(-1, n - 1),
-                        )
-                    };
-                    let len = if step > 0 {
-                        ((e - b).max(0) + step - 1) / step
-                    } else {
-                        ((b - e).max(0) + (-step) - 1) / (-step)
-                    };
+                    let (b, len) = slice_range(s[a] as i64, starts[k], ends[k], step);
                     out[a] = len as usize;
                     if len > 0 {
                         offset += b as isize * cs[a];
@@ -841,6 +827,23 @@ fn slice_args(
     Ok([starts, ends, axes, steps])
 }
 
+/// `(first index, length)` of `start..end` by `step` (not 0) along an axis of size `n`,
+/// clamped as Slice clamps them.
+fn slice_range(n: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
+    let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+    let (b, e) = if step > 0 {
+        (fix(start).clamp(0, n), fix(end).clamp(0, n))
+    } else {
+        (fix(start).clamp(-1, n - 1), fix(end).clamp(-1, n - 1))
+    };
+    let len = if step > 0 {
+        ((e - b).max(0) + step - 1) / step
+    } else {
+        ((b - e).max(0) + (-step) - 1) / (-step)
+    };
+    (b, len)
+}
+
 /// The length of `start..end` by `step` along an axis of size `n`, as Slice clamps
 /// them. A symbolic `n` takes step 1 only; an `end` at or beyond `i64::MAX / 2` (what
 /// exporters write for "to the end") is `n`.
@@ -849,18 +852,7 @@ fn slice_len(n: &Dim, start: i64, end: i64, step: i64) -> R<Dim> {
         return Err("slice step is zero".into());
     }
     if let Some(n) = n.known() {
-        let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
-        let (b, e) = if step > 0 {
-            (fix(start).clamp(0, n), fix(end).clamp(0, n))
-        } else {
-            (fix(start).clamp(-1, n - 1), fix(end).clamp(-1, n - 1))
-        };
-        let len = if step > 0 {
-            ((e - b).max(0) + step - 1) / step
-        } else {
-            ((b - e).max(0) + (-step) - 1) / (-step)
-        };
-        return Ok(Dim::from(len));
+        return Ok(Dim::from(slice_range(n, start, end, step).1));
     }
     if step != 1 {
         return Err(format!(

@@ -440,6 +440,51 @@ impl fmt::Debug for Dim {
     }
 }
 
+/// A symbol's declared range (`--dim W=32..2048:8`): the values `min, min + step, ..,`
+/// up to `max`, both ends included. A build for dynamic shapes serves every value in it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SymbolRange {
+    pub name: Arc<str>,
+    pub min: u64,
+    pub max: u64,
+    /// At least 1; `max - min` need not be a multiple of it (the largest value is then
+    /// the last step below `max`, see [`SymbolRange::largest`]).
+    pub step: u64,
+}
+
+impl SymbolRange {
+    /// Every integer in `min..=max`.
+    pub fn new(name: &str, min: u64, max: u64) -> SymbolRange {
+        SymbolRange {
+            name: name.into(),
+            min,
+            max,
+            step: 1,
+        }
+    }
+
+    /// The largest value the range admits (`max`, or the last step below it).
+    pub fn largest(&self) -> u64 {
+        let step = self.step.max(1);
+        self.min + (self.max.saturating_sub(self.min) / step) * step
+    }
+
+    /// Whether `v` is a value of the range: inside it and on a step.
+    pub fn admits(&self, v: u64) -> bool {
+        v >= self.min && v <= self.max && (v - self.min) % self.step.max(1) == 0
+    }
+}
+
+impl fmt::Display for SymbolRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}..{}", self.name, self.min, self.max)?;
+        if self.step > 1 {
+            write!(f, ":{}", self.step)?;
+        }
+        Ok(())
+    }
+}
+
 /// A shape's dims from fixed sizes.
 pub fn dims_of(shape: &[usize]) -> Vec<Dim> {
     shape.iter().map(|&d| Dim::from(d)).collect()

@@ -603,3 +603,240 @@ mod tests {
         assert_eq!(fixed_shape(&dims_of(&[2, 3])), Some(vec![2, 3]));
     }
 }
+
+/// Bounds and monotonicity, for planning memory once for every value of the ranges:
+/// a size that never shrinks as a symbol grows is largest at the largest values.
+impl Dim {
+    /// Provably non-decreasing in every symbol for symbol values ≥ 0: every term but
+    /// the constant has a positive coefficient and monotone atoms (a symbol, the floor
+    /// of a monotone polynomial, the max or min of two), and the atoms of a product
+    /// are also non-negative at 0 (a product of two negative factors shrinks as they
+    /// grow). Sufficient, not necessary: `W*W - W` is monotone but not proved so.
+    pub fn is_monotone(&self) -> bool {
+        self.0.is_monotone()
+    }
+
+    /// A sound upper bound over every value of `ranges` (`None` when a symbol has no
+    /// range or the bound overflows `i64`): interval arithmetic, so each term at its
+    /// largest; exactly the value at every symbol's `largest()` for a monotone dim.
+    pub fn upper_bound(&self, ranges: &[SymbolRange]) -> Option<i64> {
+        let (_, hi) = self.0.bounds(ranges)?;
+        i64::try_from(hi).ok()
+    }
+
+    /// A sound lower bound over every value of `ranges`, like
+    /// [`Dim::upper_bound`]; exactly the value at every symbol's `min` for a
+    /// monotone dim.
+    pub fn lower_bound(&self, ranges: &[SymbolRange]) -> Option<i64> {
+        let (lo, _) = self.0.bounds(ranges)?;
+        i64::try_from(lo).ok()
+    }
+
+    /// Every coefficient (the constant's too) is a multiple of `k`, so the value is,
+    /// wherever it is evaluated: how an aligned symbolic byte offset is proved aligned.
+    pub fn is_multiple_of(&self, k: u64) -> bool {
+        let Ok(k) = i64::try_from(k) else {
+            return self.0.0.is_empty();
+        };
+        k != 0 && self.0.0.values().all(|c| c % k == 0)
+    }
+}
+
+impl Poly {
+    fn is_monotone(&self) -> bool {
+        self.0.iter().all(|(atoms, &c)| match atoms.as_slice() {
+            [] => true,
+            [a] => c > 0 && a.is_monotone(),
+            _ => {
+                c > 0
+                    && atoms
+                        .iter()
+                        .all(|a| a.is_monotone() && a.at_zero() >= Some(0))
+            }
+        })
+    }
+
+    /// `[lo, hi]` over the ranges, in i128 so that a product of two i64 bounds fits.
+    fn bounds(&self, ranges: &[SymbolRange]) -> Option<(i128, i128)> {
+        let (mut lo, mut hi) = (0i128, 0i128);
+        for (atoms, &c) in &self.0 {
+            let mut term = (i128::from(c), i128::from(c));
+            for a in atoms {
+                term = interval_mul(term, a.bounds(ranges)?)?;
+            }
+            lo = lo.checked_add(term.0)?;
+            hi = hi.checked_add(term.1)?;
+        }
+        Some((lo, hi))
+    }
+}
+
+impl Atom {
+    fn is_monotone(&self) -> bool {
+        match self {
+            Atom::Sym(_) => true,
+            Atom::FloorDiv(p, _) => p.is_monotone(),
+            Atom::Max(a, b) | Atom::Min(a, b) => a.is_monotone() && b.is_monotone(),
+        }
+    }
+
+    /// The value with every symbol 0: a monotone atom's least on values ≥ 0.
+    fn at_zero(&self) -> Option<i64> {
+        self.eval(&|_| Some(0))
+    }
+
+    fn bounds(&self, ranges: &[SymbolRange]) -> Option<(i128, i128)> {
+        match self {
+            Atom::Sym(s) => {
+                let r = ranges.iter().find(|r| r.name == *s)?;
+                Some((i128::from(r.min), i128::from(r.largest())))
+            }
+            Atom::FloorDiv(p, k) => {
+                let (lo, hi) = p.bounds(ranges)?;
+                let k = i128::from(*k);
+                (k > 0).then(|| (lo.div_euclid(k), hi.div_euclid(k)))
+            }
+            Atom::Max(a, b) => {
+                let ((al, ah), (bl, bh)) = (a.bounds(ranges)?, b.bounds(ranges)?);
+                Some((al.max(bl), ah.max(bh)))
+            }
+            Atom::Min(a, b) => {
+                let ((al, ah), (bl, bh)) = (a.bounds(ranges)?, b.bounds(ranges)?);
+                Some((al.min(bl), ah.min(bh)))
+            }
+        }
+    }
+}
+
+/// The product of two intervals: the least and greatest of the corner products.
+fn interval_mul((al, ah): (i128, i128), (bl, bh): (i128, i128)) -> Option<(i128, i128)> {
+    let corners = [
+        al.checked_mul(bl)?,
+        al.checked_mul(bh)?,
+        ah.checked_mul(bl)?,
+        ah.checked_mul(bh)?,
+    ];
+    Some((*corners.iter().min()?, *corners.iter().max()?))
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn w() -> Dim {
+        Dim::sym("W")
+    }
+
+    fn h() -> Dim {
+        Dim::sym("H")
+    }
+
+    /// W = 16..=100 on steps of 4 (largest 100), H = 1..=7.
+    fn ranges() -> Vec<SymbolRange> {
+        vec![
+            SymbolRange {
+                step: 4,
+                ..SymbolRange::new("W", 16, 102)
+            },
+            SymbolRange::new("H", 1, 7),
+        ]
+    }
+
+    /// Every value of `d` over the ranges, by brute force.
+    fn all_values(d: &Dim) -> Vec<i64> {
+        let mut out = Vec::new();
+        for wv in (16..=100).step_by(4) {
+            for hv in 1..=7 {
+                let v = d.eval(&|s| match s {
+                    "W" => Some(wv),
+                    "H" => Some(hv),
+                    _ => None,
+                });
+                out.push(v.expect("bound"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn monotone_by_the_syntactic_rule() {
+        let monotone = [
+            Dim::from(5usize),
+            Dim::from(-5i64),
+            w() * 4 + 7,
+            w() * h() * 3 + w() * 2,
+            (w() + 1usize).div_floor(4) * 12,
+            w().max(&h()) * 2,
+            w().min(&Dim::from(10usize)) + h(),
+            (w() - 3usize).div_floor(2),
+            w() - 1000,
+        ];
+        for d in &monotone {
+            assert!(d.is_monotone(), "{d}");
+        }
+        let not = [
+            Dim::from(1000usize) - w(),
+            w() * w() - w(),
+            // Both factors are negative at W = 0: the product shrinks, then grows.
+            (w() - 8usize).div_floor(2) * (w() - 8usize).div_floor(2),
+            (Dim::from(64usize) - w()).div_floor(4),
+            w().max(&(Dim::from(9usize) - h())),
+        ];
+        for d in &not {
+            assert!(!d.is_monotone(), "{d}");
+        }
+    }
+
+    #[test]
+    fn bounds_are_exact_for_monotone_dims_and_sound_otherwise() {
+        let dims = [
+            w() * 4 + 7,
+            w() * h() * 3 + w() * 2,
+            (w() + 1usize).div_floor(4) * 12,
+            w().max(&(h() * 20)) - 30,
+            Dim::from(1000usize) - w(),
+            w() * w() - w() * 10,
+            (Dim::from(64usize) - w()).div_floor(4) * h(),
+            w().min(&(Dim::from(50usize) - h())),
+        ];
+        for d in &dims {
+            let values = all_values(d);
+            let (lo, hi) = (values.iter().min(), values.iter().max());
+            let (lower, upper) = (d.lower_bound(&ranges()), d.upper_bound(&ranges()));
+            assert!(lower <= lo.copied() && upper >= hi.copied(), "{d}");
+            if d.is_monotone() {
+                assert_eq!((lower, upper), (lo.copied(), hi.copied()), "{d}");
+            }
+        }
+        // 1000 - W: positive terms at their max, negative at their min.
+        assert_eq!(
+            (Dim::from(1000usize) - w()).upper_bound(&ranges()),
+            Some(984)
+        );
+        assert_eq!(
+            (Dim::from(1000usize) - w()).lower_bound(&ranges()),
+            Some(900)
+        );
+    }
+
+    #[test]
+    fn bounds_fail_without_a_range_or_on_overflow() {
+        assert_eq!(Dim::sym("N").upper_bound(&ranges()), None);
+        assert_eq!((w() + Dim::sym("N")).lower_bound(&ranges()), None);
+        assert_eq!(Dim::from(3usize).upper_bound(&[]), Some(3));
+        let huge = [SymbolRange::new("W", 0, u64::MAX)];
+        assert_eq!(w().upper_bound(&huge), None);
+        assert_eq!((w() * w()).upper_bound(&huge), None);
+        // The lower bound alone still fits.
+        assert_eq!(w().lower_bound(&huge), Some(0));
+    }
+
+    #[test]
+    fn multiples_of_a_constant() {
+        assert!((w() * 256 + h() * 512).is_multiple_of(256));
+        assert!(!(w() * 256 + 4).is_multiple_of(256));
+        assert!(Dim::from(0usize).is_multiple_of(64));
+        assert!(!w().is_multiple_of(0));
+        assert!(!w().is_multiple_of(u64::MAX));
+    }
+}

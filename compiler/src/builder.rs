@@ -45,7 +45,21 @@ impl Builder {
     pub fn input(mut self, name: impl Into<String>, dims: impl AsRef<[usize]>) -> Self {
         self.options
             .input_dims
-            .push((name.into(), dims.as_ref().to_vec()));
+            .push((name.into(), crate::dim::dims_of(dims.as_ref())));
+        self
+    }
+
+    /// The shape of an input with symbols (`[1, 3, 48, W]`, from
+    /// [`crate::parse_input_spec`]), whose ranges [`Builder::dim`] declares.
+    pub fn input_symbolic(mut self, name: impl Into<String>, dims: Vec<crate::dim::Dim>) -> Self {
+        self.options.input_dims.push((name.into(), dims));
+        self
+    }
+
+    /// Declares a symbol's range (`SymbolRange::new("W", 32, 2048)`, or
+    /// [`crate::parse_dim_spec`]`("W=32..2048:8")`).
+    pub fn dim(mut self, range: crate::dim::SymbolRange) -> Self {
+        self.options.symbol_ranges.push(range);
         self
     }
 

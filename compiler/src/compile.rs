@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::codegen::{self, CodegenOptions, WeightsMode};
+use crate::dim::{Dim, SymbolRange};
 use crate::error::Error;
 use crate::lower::{self, Kernel, Operand, Program, Step};
 use crate::plan::{self, BufferId, BufferRequest, MemoryPlan, PlanInput, PlaneOrder};
@@ -53,8 +54,13 @@ pub struct Options {
     /// Module name; file names are `NAME.rs` and `NAME.weights.bin`. Defaults to the
     /// model file's stem.
     pub name: Option<String>,
-    /// Full shapes for graph inputs, required for inputs with symbolic dims.
-    pub input_dims: Vec<(String, Vec<usize>)>,
+    /// Full shapes for graph inputs, required for inputs with symbolic dims. A dim may
+    /// be a symbol (`[1, 3, 48, W]`) whose range `symbol_ranges` declares.
+    pub input_dims: Vec<(String, Vec<Dim>)>,
+    /// Declared ranges of symbols (`--dim W=32..2048:8`): the model's own `dim_param`
+    /// names or those `input_dims` introduces. Inference uses them to simplify
+    /// (`min(512, S)` is `S` for `S=1..512`; a step makes floors exact).
+    pub symbol_ranges: Vec<SymbolRange>,
     /// Arena offset alignment in bytes (a power of two, at most 256).
     pub alignment: usize,
     pub target: Target,
@@ -82,6 +88,7 @@ impl Default for Options {
         Options {
             name: None,
             input_dims: Vec::new(),
+            symbol_ranges: Vec::new(),
             alignment: 256,
             target: Target::Cpu,
             weights: WeightsMode::Embed,
@@ -198,7 +205,7 @@ fn load_and_infer(
     opts: &Options,
     symbols: infer::Symbols,
 ) -> Result<crate::ir::Graph, Error> {
-    let dims: HashMap<String, Vec<usize>> = opts
+    let dims: HashMap<String, Vec<Dim>> = opts
         .input_dims
         .iter()
         .filter(|(n, _)| !opts.constant_inputs.iter().any(|(b, _)| b == n))
@@ -207,7 +214,7 @@ fn load_and_infer(
     loop {
         let mut graph = load::load_proto(model)?;
         bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
-        match infer::infer(&mut graph, &dims, symbols) {
+        match infer::infer(&mut graph, &dims, &opts.symbol_ranges, symbols) {
             Ok(()) => return Ok(graph),
             Err(Error::InlineBranch { node_index, then }) => {
                 load::inline_branch(model, node_index, then)?;

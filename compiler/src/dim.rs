@@ -417,6 +417,8 @@ impl fmt::Display for Poly {
 impl fmt::Display for Atom {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
+            // A quotient symbol (`W/32`) reads as one factor: `32*(W/32)`.
+            Atom::Sym(s) if s.contains(['/', ' ']) => write!(f, "({s})"),
             Atom::Sym(s) => write!(f, "{s}"),
             Atom::FloorDiv(p, k) if p.0.len() == 1 && p.0.values().all(|&c| c == 1) => {
                 write!(f, "{p}/{k}")
@@ -471,7 +473,7 @@ impl SymbolRange {
 
     /// Whether `v` is a value of the range: inside it and on a step.
     pub fn admits(&self, v: u64) -> bool {
-        v >= self.min && v <= self.max && (v - self.min) % self.step.max(1) == 0
+        v >= self.min && v <= self.max && (v - self.min).is_multiple_of(self.step.max(1))
     }
 }
 
@@ -601,6 +603,152 @@ mod tests {
         assert!(!d.is_known());
         assert_eq!(fixed_shape(&[Dim::from(2usize), d]), None);
         assert_eq!(fixed_shape(&dims_of(&[2, 3])), Some(vec![2, 3]));
+    }
+}
+
+/// Rewriting with what the declared ranges tell: `min(512, S)` is `S` when `S` never
+/// passes 512, and a symbol declared on a step (`W=32..2048:32`) is a multiple of it,
+/// so `((W + 1)/2 + 1)/2` is exactly `W/4`.
+impl Dim {
+    /// The dim rebuilt atom by atom through `f` (canonical again afterwards).
+    fn map_atoms(&self, f: &dyn Fn(&Atom) -> Dim) -> Dim {
+        let mut out = Dim::from(0usize);
+        for (atoms, &c) in &self.0.0 {
+            let mut term = Dim(Poly::constant(c));
+            for a in atoms {
+                term = term * f(a);
+            }
+            out = out + term;
+        }
+        out
+    }
+
+    /// `self` with symbol `name` replaced by `by`.
+    pub fn subst(&self, name: &str, by: &Dim) -> Dim {
+        self.map_atoms(&|a| match a {
+            Atom::Sym(s) if &**s == name => by.clone(),
+            Atom::Sym(_) => Dim(Poly::atom(a.clone())),
+            Atom::FloorDiv(p, k) => Dim((**p).clone()).subst(name, by).div_floor(*k),
+            Atom::Max(x, y) => Dim((**x).clone())
+                .subst(name, by)
+                .max(&Dim((**y).clone()).subst(name, by)),
+            Atom::Min(x, y) => Dim((**x).clone())
+                .subst(name, by)
+                .min(&Dim((**y).clone()).subst(name, by)),
+        })
+    }
+
+    /// `self` with every `max`/`min` whose order the ranges decide resolved.
+    pub fn simplify(&self, ranges: &[SymbolRange]) -> Dim {
+        if self.is_known() || ranges.is_empty() {
+            return self.clone();
+        }
+        // Which of a and b is larger on every value of the ranges, if one is.
+        let order = |a: &Dim, b: &Dim| {
+            let d = a.clone() - b.clone();
+            if d.lower_bound(ranges).is_some_and(|l| l >= 0) {
+                Some(true)
+            } else if d.upper_bound(ranges).is_some_and(|u| u <= 0) {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        self.map_atoms(&|a| match a {
+            Atom::Sym(_) => Dim(Poly::atom(a.clone())),
+            Atom::FloorDiv(p, k) => Dim((**p).clone()).simplify(ranges).div_floor(*k),
+            Atom::Max(x, y) | Atom::Min(x, y) => {
+                let (x, y) = (
+                    Dim((**x).clone()).simplify(ranges),
+                    Dim((**y).clone()).simplify(ranges),
+                );
+                let is_max = matches!(a, Atom::Max(..));
+                match order(&x, &y) {
+                    Some(x_larger) if x_larger == is_max => x,
+                    Some(_) => y,
+                    None if is_max => x.max(&y),
+                    None => x.min(&y),
+                }
+            }
+        })
+    }
+}
+
+impl SymbolRange {
+    /// For a range on a step (`W=32..2048:32`): the name of the symbol that counts
+    /// steps (`W/32`; `(W - 1)/32` when `min` is not a multiple of the step), the
+    /// remainder, and the quotient symbol's own range. `W` is then `32*(W/32) + r`
+    /// exactly, which lets floors of it simplify. `None` without a step.
+    pub fn quotient(&self) -> Option<(SymbolRange, u64)> {
+        if self.step <= 1 {
+            return None;
+        }
+        let r = self.min % self.step;
+        let name = if r == 0 {
+            format!("{}/{}", self.name, self.step)
+        } else {
+            format!("({} - {r})/{}", self.name, self.step)
+        };
+        let q = SymbolRange {
+            name: name.into(),
+            min: (self.min - r) / self.step,
+            max: (self.largest() - r) / self.step,
+            step: 1,
+        };
+        Some((q, r))
+    }
+
+    /// The dim that stands for this symbol in shapes: itself, or
+    /// `step*quotient + remainder` for a range on a step.
+    pub fn as_dim(&self) -> Dim {
+        match self.quotient() {
+            Some((q, r)) => {
+                Dim::sym(&q.name) * Dim::from(self.step as usize) + Dim::from(r as usize)
+            }
+            None => Dim::sym(&self.name),
+        }
+    }
+}
+
+/// A declared range that inference and planning can use: `1 <= min <= max`, a step of
+/// at least 1, and sizes far below overflow (`max` at most 2^31).
+pub fn check_range(r: &SymbolRange) -> Result<(), String> {
+    if r.step == 0 {
+        return Err("the step must be at least 1".into());
+    }
+    if r.min == 0 {
+        return Err(
+            "the smallest value must be at least 1 (a zero-sized dim is a separate build)".into(),
+        );
+    }
+    if r.min > r.max {
+        return Err(format!("{} is above {}", r.min, r.max));
+    }
+    if r.max > 1 << 31 {
+        return Err(format!(
+            "{} is above the largest supported dim, 2^31",
+            r.max
+        ));
+    }
+    Ok(())
+}
+
+/// Binds `values` (`W=320`) for [`Dim::eval`], including the quotient symbols
+/// ([`SymbolRange::quotient`]) of the ranges on a step.
+pub fn bind<'a>(
+    ranges: &'a [SymbolRange],
+    values: &'a [(&'a str, i64)],
+) -> impl Fn(&str) -> Option<i64> + 'a {
+    move |s: &str| {
+        if let Some(&(_, v)) = values.iter().find(|(n, _)| *n == s) {
+            return Some(v);
+        }
+        let r = ranges
+            .iter()
+            .find(|r| r.quotient().is_some_and(|(q, _)| &*q.name == s))?;
+        let (_, rem) = r.quotient()?;
+        let &(_, v) = values.iter().find(|(n, _)| *n == &*r.name)?;
+        Some((v - rem as i64).div_euclid(r.step as i64))
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::dim::{fixed_shape, fmt_dims};
+use crate::dim::{SymbolRange, fixed_shape, fmt_dims};
 use crate::error::Error;
 use crate::ir::*;
 use crate::ops::{FixedFact, InferCx, foldable};
@@ -56,9 +56,26 @@ pub enum Symbols {
 /// `symbols` says whether a dim left symbolic is an error.
 pub fn infer(
     graph: &mut Graph,
-    input_dims: &HashMap<String, Vec<usize>>,
+    input_dims: &HashMap<String, Vec<Dim>>,
+    ranges: &[SymbolRange],
     symbols: Symbols,
 ) -> Result<(), Error> {
+    for r in ranges {
+        crate::dim::check_range(r).map_err(|m| Error::Options(format!("--dim {r}: {m}")))?;
+        if ranges.iter().filter(|o| o.name == r.name).count() > 1 {
+            return Err(Error::Options(format!("--dim {}: declared twice", r.name)));
+        }
+    }
+    // Inference sees a symbol on a step as `step*quotient + rest`, so floors of it
+    // simplify; the quotients' own ranges join the declared ones.
+    let mut all_ranges = ranges.to_vec();
+    all_ranges.extend(ranges.iter().filter_map(|r| r.quotient().map(|(q, _)| q)));
+    let stepped: Vec<&SymbolRange> = ranges.iter().filter(|r| r.step > 1).collect();
+    let declare = |d: &Dim| {
+        stepped
+            .iter()
+            .fold(d.clone(), |d, r| d.subst(&r.name, &r.as_dim()))
+    };
     for name in input_dims.keys() {
         if !graph
             .inputs
@@ -78,7 +95,8 @@ pub fn infer(
     }
     for input in graph.inputs.clone() {
         let name = graph.value(input.value).name.clone();
-        let dims = resolve_input(&name, &input.dims, input_dims.get(&name), symbols)?;
+        let dims = resolve_input(&name, &input.dims, input_dims.get(&name), ranges, symbols)?;
+        let dims: Vec<Dim> = dims.iter().map(declare).collect();
         if let Some(shape) = fixed_shape(&dims) {
             check_elements(&shape).map_err(|message| Error::Input {
                 input: name.clone(),
@@ -91,7 +109,7 @@ pub fn infer(
         if let Some(cond) = constant_if(graph, index) {
             return Err(cond);
         }
-        infer_node(graph, index).map_err(|message| {
+        infer_node(graph, index, &all_ranges).map_err(|message| {
             let node = &graph.nodes[index];
             Error::Node {
                 node: node.name.clone(),
@@ -107,14 +125,15 @@ pub fn infer(
 fn resolve_input(
     name: &str,
     dims: &[Dim],
-    given: Option<&Vec<usize>>,
+    given: Option<&Vec<Dim>>,
+    ranges: &[SymbolRange],
     symbols: Symbols,
 ) -> Result<Vec<Dim>, Error> {
     let err = |message| Error::Input {
         input: name.to_owned(),
         message,
     };
-    match given {
+    let dims = match given {
         Some(given) => {
             if given.len() != dims.len() && !dims.is_empty() {
                 return Err(err(format!(
@@ -124,39 +143,64 @@ fn resolve_input(
                     given.len()
                 )));
             }
-            for (i, (d, &g)) in dims.iter().zip(given).enumerate() {
+            for (i, (d, g)) in dims.iter().zip(given).enumerate() {
                 if let Some(f) = d.known()
-                    && f != g as i64
+                    && !g.is(f)
                 {
-                    return Err(err(format!("dim {i} is fixed to {f} by the model, --input gave {g}")));
+                    return Err(err(format!(
+                        "dim {i} is fixed to {f} by the model, --input gave {g}"
+                    )));
                 }
             }
-            // Checked as given: a size past i64 would saturate as a `Dim`.
-            check_elements(given).map_err(err)?;
-            Ok(crate::dim::dims_of(given))
+            if let Some(shape) = fixed_shape(given) {
+                check_elements(&shape).map_err(err)?;
+            }
+            given.clone()
         }
-        None if symbols == Symbols::Keep => Ok(dims.to_vec()),
-        None => dims
+        None => dims.to_vec(),
+    };
+    for (i, d) in dims.iter().enumerate() {
+        if d.is_known() {
+            continue;
+        }
+        let declared = |s: &str| ranges.iter().any(|r| &*r.name == s);
+        let undeclared: Vec<String> = d
+            .symbols()
             .iter()
-            .enumerate()
-            .map(|(i, d)| match d.to_usize() {
-                Some(_) => Ok(d.clone()),
-                None => Err(err(format!(
+            .filter(|s| !declared(s))
+            .map(|s| s.to_string())
+            .collect();
+        match symbols {
+            Symbols::Keep => {}
+            Symbols::Require if undeclared.is_empty() => {
+                return Err(err(format!(
+                    "dim {i} is `{d}`, declared with --dim, but Kiln cannot yet generate \
+                     code for dims that vary at run time; fix it with --input {name}=DIMS \
+                     (for example {})",
+                    example_dims(&dims, ranges)
+                )));
+            }
+            Symbols::Require => {
+                return Err(err(format!(
                     "dim {i} is symbolic (`{d}`) in {}; give it with --input {name}=DIMS (for example {})",
-                    fmt_dims(dims),
-                    example_dims(dims)
-                ))),
-            })
-            .collect(),
+                    fmt_dims(&dims),
+                    example_dims(&dims, ranges)
+                )));
+            }
+        }
     }
+    Ok(dims)
 }
 
-fn example_dims(dims: &[Dim]) -> String {
+/// `1x3x224x224` for a message: known dims as they are, a declared symbol at the
+/// smallest value of its range, anything else 1.
+fn example_dims(dims: &[Dim], ranges: &[SymbolRange]) -> String {
+    let at_min = |s: &str| ranges.iter().find(|r| &*r.name == s).map(|r| r.min as i64);
     let parts: Vec<String> = dims
         .iter()
         .map(|d| match d.to_usize() {
             Some(f) => f.to_string(),
-            None => "1".into(),
+            None => d.eval(&at_min).unwrap_or(1).to_string(),
         })
         .collect();
     parts.join("x")
@@ -164,7 +208,7 @@ fn example_dims(dims: &[Dim]) -> String {
 
 type R<T> = Result<T, String>;
 
-fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
+fn infer_node(graph: &mut Graph, index: usize, ranges: &[SymbolRange]) -> R<()> {
     let node = &graph.nodes[index];
     for (i, v) in node.inputs.iter().enumerate() {
         if let Some(v) = v
@@ -178,6 +222,13 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
     }
     let cx = InferCx { graph, node };
     let mut outs = node.op.infer(&cx)?;
+    if !ranges.is_empty() {
+        for o in &mut outs {
+            for d in o.shape.iter_mut().chain(o.sym.iter_mut().flatten()) {
+                *d = d.simplify(ranges);
+            }
+        }
+    }
     // Sizes are checked where they are known (symbolic ones at their range's bounds,
     // by the dynamic-shapes planner).
     let fixed: Option<Vec<FixedFact>> = outs
@@ -232,6 +283,11 @@ fn infer_node(graph: &mut Graph, index: usize) -> R<()> {
         let v = graph.value_mut(id);
         v.dtype = out.dtype;
         v.set_dims(out.shape);
+        v.sym = if out.constant.is_some() {
+            None
+        } else {
+            out.sym
+        };
         v.constant = out.constant;
     }
     Ok(())

@@ -43,6 +43,11 @@ pub struct Value {
     pub shape: Option<Vec<usize>>,
     /// Set for weights and folded constants.
     pub constant: Option<Tensor>,
+    /// The elements, as dims, of an integer tensor of rank 0 or 1 that is not
+    /// constant but computed from symbolic shapes (`Shape`, then `Gather`, `Concat`,
+    /// arithmetic...): what lets a `Reshape` target or an `Expand` shape stay exact
+    /// in the symbols. `None` when unknown or when `constant` is set.
+    pub sym: Option<Vec<Dim>>,
 }
 
 impl Value {
@@ -54,6 +59,7 @@ impl Value {
             dims: None,
             shape: None,
             constant: None,
+            sym: None,
         }
     }
 
@@ -65,6 +71,7 @@ impl Value {
             dims: Some(crate::dim::dims_of(&t.shape)),
             shape: Some(t.shape.clone()),
             constant: Some(t),
+            sym: None,
         }
     }
 

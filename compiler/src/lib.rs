@@ -46,12 +46,85 @@ pub fn parse_dims(s: &str) -> Result<Vec<usize>, Error> {
         .collect()
 }
 
-/// Parses `NAME=1x3x224x224`.
-pub fn parse_input_spec(s: &str) -> Result<(String, Vec<usize>), Error> {
+/// Parses `NAME=1x3x224x224`; a dim may be a symbol (`x=1x3x48xW`, or with commas
+/// `ids=1,seq_len` when a name holds an `x`), whose range `--dim` declares.
+pub fn parse_input_spec(s: &str) -> Result<(String, Vec<dim::Dim>), Error> {
     let (name, dims) = s
         .rsplit_once('=')
         .ok_or_else(|| Error::Options(format!("`{s}` should look like NAME=1x3x224x224")))?;
-    Ok((name.to_owned(), parse_dims(dims)?))
+    let parts: Vec<&str> = if dims.contains(',') {
+        dims.split(',').collect()
+    } else {
+        dims.split(['x', 'X']).collect()
+    };
+    let dims = parts
+        .iter()
+        .map(|d| {
+            let d = d.trim();
+            if let Ok(v) = d.parse::<u64>() {
+                if i64::try_from(v).is_err() {
+                    return Err(Error::Options(format!(
+                        "`{s}`: {v} is larger than any supported size"
+                    )));
+                }
+                Ok(dim::Dim::from(v as usize))
+            } else if is_symbol_name(d) {
+                Ok(dim::Dim::sym(d))
+            } else {
+                Err(Error::Options(format!(
+                    "`{s}`: `{d}` is neither a size nor a symbol name (shapes look like 1x3x224x224 or 1x3x48xW)"
+                )))
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((name.to_owned(), dims))
+}
+
+/// A symbol as `--input` and `--dim` write it: a letter or `_`, then letters, digits,
+/// `_`, `.`, or a bracketed axis (the names Kiln gives unnamed dims, `x[2]`).
+fn is_symbol_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.[]".contains(c))
+}
+
+/// Parses `W=32..2048` or `W=32..2048:8` (a step): a symbol's declared range
+/// ([`Options::symbol_ranges`]).
+pub fn parse_dim_spec(s: &str) -> Result<dim::SymbolRange, Error> {
+    let err = |why: &str| {
+        Error::Options(format!(
+            "`{s}` should look like W=32..2048 or W=32..2048:8: {why}"
+        ))
+    };
+    let (name, range) = s.rsplit_once('=').ok_or_else(|| err("no `=`"))?;
+    if !is_symbol_name(name) {
+        return Err(err("the name is not a symbol name"));
+    }
+    let (range, step) = match range.split_once(':') {
+        Some((r, st)) => (
+            r,
+            st.trim()
+                .parse::<u64>()
+                .map_err(|_| err("the step is not a number"))?,
+        ),
+        None => (range, 1),
+    };
+    let (min, max) = range.split_once("..").ok_or_else(|| err("no `..`"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<u64>()
+            .map_err(|_| err("a bound is not a number"))
+    };
+    let r = dim::SymbolRange {
+        name: name.into(),
+        min: num(min)?,
+        max: num(max)?,
+        step,
+    };
+    dim::check_range(&r).map_err(|why| err(&why))?;
+    Ok(r)
 }
 
 /// Parses `NAME=FILE.npy`: a graph input bound to the array in the file

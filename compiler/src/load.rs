@@ -388,16 +388,17 @@ fn value_info_type(vi: &onnx_protobuf::ValueInfoProto) -> Result<(DType, Vec<Dim
         .shape
         .dim
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(axis, d)| {
             if d.has_dim_value() && d.dim_value() >= 0 {
                 Dim::from(d.dim_value())
-            } else if d.has_dim_param() && !d.dim_param().is_empty() {
+            } else if d.has_dim_param() && !matches!(d.dim_param(), "" | "?") {
                 Dim::sym(d.dim_param())
-            } else if d.has_dim_value() {
-                // Some exporters write -1 for "unknown": show what the model says.
-                Dim::sym(&d.dim_value().to_string())
             } else {
-                Dim::sym("?")
+                // Unnamed, `?` or -1 (exporters' "unknown"): a symbol of its own, named
+                // after the input and axis, so that two unknown dims are not taken as
+                // equal.
+                Dim::sym(&format!("{}[{axis}]", vi.name))
             }
         })
         .collect();

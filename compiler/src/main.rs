@@ -85,9 +85,14 @@ struct ModelArgs {
     /// The ONNX model file.
     #[arg(value_name = "MODEL.onnx")]
     model: PathBuf,
-    /// Shape of an input, e.g. `--input data=1x3x224x224` (needed for symbolic dims).
+    /// Shape of an input, e.g. `--input data=1x3x224x224` (needed for symbolic dims);
+    /// a dim may be a symbol, `--input x=1x3x48xW`, with its range from `--dim`.
     #[arg(short, long = "input", value_name = "NAME=DIMS")]
     inputs: Vec<String>,
+    /// Declare a symbol's range, e.g. `--dim W=32..2048` or `--dim W=32..2048:32` (a
+    /// step): a symbol of the model (`dim_param`) or of `--input x=1x3x48xW`.
+    #[arg(long = "dim", value_name = "SYM=MIN..MAX[:STEP]")]
+    dims: Vec<String>,
     /// Bind an input to a value at compile time, e.g. `--constant axes=axes.npy`: it
     /// becomes a constant and leaves the generated `Inputs` (for inputs that set shapes).
     #[arg(long = "constant", value_name = "NAME=FILE.npy")]
@@ -104,6 +109,11 @@ impl ModelArgs {
                 .inputs
                 .iter()
                 .map(|s| parse_input_spec(s))
+                .collect::<Result<_, _>>()?,
+            symbol_ranges: self
+                .dims
+                .iter()
+                .map(|s| kiln_compiler::parse_dim_spec(s))
                 .collect::<Result<_, _>>()?,
             constant_inputs: self
                 .constants

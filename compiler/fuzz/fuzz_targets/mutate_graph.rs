@@ -210,7 +210,8 @@ fuzz_target!(|data: &[u8]| {
                 })
                 .collect();
             debug_assert_eq!(declared.len(), rank);
-            opts.input_dims.push((vi.name.clone(), declared));
+            opts.input_dims
+                .push((vi.name.clone(), kiln_compiler::dim::dims_of(&declared)));
         }
     }
     let _ = kiln_compiler::compile_bytes(&bytes, "fuzz.onnx", "fuzz", &opts);

@@ -254,6 +254,44 @@ fn broadcast_shape(cx: &InferCx) -> R<Vec<Dim>> {
     broadcast_dims(&shapes)
 }
 
+impl Binary {
+    /// Integer arithmetic on shape values (`Shape(x)[1] * 2`, `S / 12`): the result
+    /// as dims, when both operands are known as dims (one may be a single value) and
+    /// the operation stays a size expression; `None` leaves the value unknown.
+    fn on_dims(&self, cx: &InferCx) -> R<Option<Vec<Dim>>> {
+        let (Some(a), Some(b)) = (cx.dims_value(0), cx.dims_value(1)) else {
+            return Ok(None);
+        };
+        let n = a.len().max(b.len());
+        if !(a.len() == n || a.len() == 1) || !(b.len() == n || b.len() == 1) {
+            return Err(format!(
+                "operands of {} and {} values do not broadcast",
+                a.len(),
+                b.len()
+            ));
+        }
+        let at = |v: &[Dim], i: usize| v[if v.len() == 1 { 0 } else { i }].clone();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let (x, y) = (at(&a, i), at(&b, i));
+            out.push(match self.op {
+                tp::BinaryOp::Add => x + y,
+                tp::BinaryOp::Sub => x - y,
+                tp::BinaryOp::Mul => x * y,
+                tp::BinaryOp::Max => x.max(&y),
+                tp::BinaryOp::Min => x.min(&y),
+                // Sizes are not negative, so truncation is floor.
+                tp::BinaryOp::Div => match y.known() {
+                    Some(k) if k > 0 => x.div_floor(k as u64),
+                    _ => return Ok(None),
+                },
+                _ => return Ok(None),
+            });
+        }
+        Ok(Some(out))
+    }
+}
+
 /// `op` over two constant tensors broadcast to `shape`, by the run-time kernel.
 fn eval_binary(op: tp::BinaryOp, a: &Tensor, b: &Tensor, shape: &[usize]) -> R<Tensor> {
     let bc = typed_broadcast(shape, &[&a.shape, &b.shape])?;
@@ -275,7 +313,15 @@ impl Operator for Binary {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = same_types(cx, 2, self.types)?;
         cx.input(1)?;
-        Ok(vec![Fact::new(d, broadcast_shape(cx)?)])
+        let shape = broadcast_shape(cx)?;
+        if d.is_int()
+            && shape.len() <= 1
+            && (cx.input(0)?.sym.is_some() || cx.input(1)?.sym.is_some())
+            && let Some(values) = self.on_dims(cx)?
+        {
+            return Ok(vec![Fact::int_value(d, values, shape.is_empty())]);
+        }
+        Ok(vec![Fact::new(d, shape)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let (a, b) = (cx.constant(0, "A")?, cx.constant(1, "B")?);
@@ -556,6 +602,17 @@ impl Operator for Cast {
         // folds even when the second is computed at run time.
         if let Some(x) = cx.opt_constant(0) {
             return Ok(vec![Fact::constant(x.cast_with(to, &self.mode))]);
+        }
+        // A shape value keeps its dims cast to another integer type, or to float32/64
+        // (exact for dims below 2^24; what detectors' anchor grids do before Range).
+        if let Some(sym) = &cx.input(0)?.sym
+            && (to.is_int() || matches!(to, DType::F32 | DType::F64))
+            && cx.dtype(0)?.is_int()
+        {
+            return Ok(vec![Fact {
+                sym: Some(sym.clone()),
+                ..Fact::new(to, cx.dims(0)?.to_vec())
+            }]);
         }
         Ok(vec![Fact::new(to, cx.dims(0)?.to_vec())])
     }

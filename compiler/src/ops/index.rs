@@ -58,6 +58,25 @@ impl Operator for Gather {
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         index_type(cx, 1)?;
         let out = gather_dims(cx.dims(0)?, cx.dims(1)?, self.axis)?;
+        // Picking from a shape vector (`Shape(x)[1]`) keeps the picked dims.
+        if cx.input(0)?.sym.is_some()
+            && let (Some(data), Some(idx)) = (cx.dims_value(0), cx.opt_constant(1))
+            && cx.dims(0)?.len() == 1
+            && out.len() <= 1
+        {
+            let n = data.len() as i64;
+            let picked: Option<Vec<Dim>> = idx
+                .as_i64()
+                .into_iter()
+                .map(|i| {
+                    data.get(usize::try_from(if i < 0 { i + n } else { i }).ok()?)
+                        .cloned()
+                })
+                .collect();
+            let picked =
+                picked.ok_or_else(|| format!("an index is out of range for {n} values"))?;
+            return Ok(vec![Fact::int_value(cx.dtype(0)?, picked, out.is_empty())]);
+        }
         Ok(vec![Fact::new(cx.dtype(0)?, out)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {

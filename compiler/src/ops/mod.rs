@@ -97,6 +97,9 @@ pub struct Fact {
     pub dtype: DType,
     pub shape: Vec<Dim>,
     pub constant: Option<Tensor>,
+    /// An integer output's elements as dims in the symbols, when not constant
+    /// ([`crate::ir::Value::sym`]).
+    pub sym: Option<Vec<Dim>>,
 }
 
 /// Fixed sizes or dims, for [`Fact::new`].
@@ -134,6 +137,25 @@ impl Fact {
             dtype,
             shape: shape.into_dims(),
             constant: None,
+            sym: None,
+        }
+    }
+
+    /// A rank-1 (or, for one element with `scalar`, rank-0) int64 tensor whose values
+    /// are `dims`: a constant when every one is known, else a symbolic value.
+    pub fn dims_value(dims: Vec<Dim>, scalar: bool) -> Fact {
+        Fact::int_value(DType::I64, dims, scalar)
+    }
+
+    /// [`Fact::dims_value`] in element type `dtype` (an integer type).
+    pub fn int_value(dtype: DType, dims: Vec<Dim>, scalar: bool) -> Fact {
+        let shape = if scalar { vec![] } else { vec![dims.len()] };
+        match dims.iter().map(Dim::known).collect::<Option<Vec<i64>>>() {
+            Some(v) => Fact::constant(Tensor::i64(shape, v).cast(dtype)),
+            None => Fact {
+                sym: Some(dims),
+                ..Fact::new(dtype, shape)
+            },
         }
     }
 
@@ -142,6 +164,7 @@ impl Fact {
             dtype: t.dtype,
             shape: dims_of(&t.shape),
             constant: Some(t),
+            sym: None,
         }
     }
 
@@ -357,6 +380,26 @@ impl<'g> InferCx<'g> {
             }
             m
         })
+    }
+
+    /// Operand `i`'s elements as dims: from its constant, or from the symbolic value
+    /// inference carried (`Shape` of a symbolic tensor and arithmetic on it); `None`
+    /// when neither is known or the input is absent.
+    pub fn dims_value(&self, i: usize) -> Option<Vec<Dim>> {
+        let v = self.opt(i)?;
+        match (&v.constant, &v.sym) {
+            (Some(t), _) => Some(t.as_i64().into_iter().map(Dim::from).collect()),
+            (None, Some(sym)) => Some(sym.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// [`InferCx::dims_value`], required: the error is [`InferCx::constant`]'s.
+    pub fn dims_value_req(&self, i: usize, what: &str) -> R<Vec<Dim>> {
+        match self.dims_value(i) {
+            Some(d) => Ok(d),
+            None => self.constant(i, what).map(|_| Vec::new()),
+        }
     }
 
     /// The graph inputs operand `i` is computed from (walking producers upstream).

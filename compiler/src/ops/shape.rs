@@ -125,32 +125,35 @@ pub enum View {
 
 /// Reshape's output dims: `0` copies the input's dim (unless `allow_zero`), one `-1`
 /// takes what is left, which must divide exactly (`[N, S, 768]` to `[-1, 768]` is
-/// `[N*S, 768]`).
-fn reshape_dims(input: &[Dim], target: &[i64], allow_zero: bool) -> R<Vec<Dim>> {
+/// `[N*S, 768]`). A target entry may itself be symbolic (`Concat(Shape(x)[0], 12, 64)`):
+/// then it is neither `0` nor `-1`, which are always written as constants.
+fn reshape_dims(input: &[Dim], target: &[Dim], allow_zero: bool) -> R<Vec<Dim>> {
     let total: Dim = input.iter().product();
     let mut out = Vec::with_capacity(target.len());
     let mut infer_at = None;
-    for (i, &t) in target.iter().enumerate() {
-        match t {
-            -1 if infer_at.is_none() => {
+    for (i, t) in target.iter().enumerate() {
+        match t.known() {
+            Some(-1) if infer_at.is_none() => {
                 infer_at = Some(i);
                 out.push(Dim::from(1usize));
             }
-            0 if !allow_zero => out.push(
+            Some(0) if !allow_zero => out.push(
                 input
                     .get(i)
                     .cloned()
                     .ok_or_else(|| format!("0 at position {i} copies a missing dim"))?,
             ),
-            t if t >= 0 => out.push(Dim::from(t)),
-            _ => return Err(format!("invalid target shape {target:?}")),
+            Some(t) if t >= 0 => out.push(Dim::from(t)),
+            None => out.push(t.clone()),
+            _ => return Err(format!("invalid target shape {}", fmt_dims(target))),
         }
     }
     let known: Dim = out.iter().product();
     let err = || {
         format!(
-            "cannot reshape {} ({total} elements) to {target:?}",
-            fmt_dims(input)
+            "cannot reshape {} ({total} elements) to {}",
+            fmt_dims(input),
+            fmt_dims(target)
         )
     };
     if let Some(i) = infer_at {
@@ -169,7 +172,7 @@ impl View {
         let s = cx.dims(0)?;
         Ok(match self {
             View::Reshape { allow_zero } => {
-                let target = cx.constant(1, "target shape")?.as_i64();
+                let target = cx.dims_value_req(1, "target shape")?;
                 reshape_dims(s, &target, *allow_zero)?
             }
             View::Flatten { axis } => {
@@ -250,7 +253,11 @@ impl Operator for View {
         let dims = self.dims(cx)?;
         let mut out = vec![match (&x.constant, fixed_shape(&dims)) {
             (Some(t), Some(shape)) => Fact::constant(Tensor::new(shape, t.data.clone())),
-            _ => Fact::new(x.dtype, dims),
+            // A view keeps the elements' order, so a symbolic value passes through.
+            _ => Fact {
+                sym: x.sym.clone(),
+                ..Fact::new(x.dtype, dims)
+            },
         }];
         if matches!(self, View::Dropout) && cx.n_outputs() > 1 {
             // Inference: the mask keeps everything (a constant once its dims are fixed).
@@ -387,14 +394,57 @@ impl Operator for ConstantOp {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         // The shape of a tensor with symbolic dims is a value known only at run time.
+        // Its elements are then dims in the symbols (a constant where the selected
+        // dims are all known), and shapes computed from them stay exact.
         match self {
             ConstantOp::Shape { start, end } if fixed_shape(cx.dims(0)?).is_none() => {
-                let r = cx.dims(0)?.len() as i64;
+                let d = cx.dims(0)?;
+                let r = d.len() as i64;
                 let (a, b) = (clamp_axis(*start, r), clamp_axis(end.unwrap_or(r), r));
-                Ok(vec![Fact::new(DType::I64, vec![b.saturating_sub(a)])])
+                Ok(vec![Fact::dims_value(d[a..b.max(a)].to_vec(), false)])
             }
-            ConstantOp::Size if fixed_shape(cx.dims(0)?).is_none() => {
-                Ok(vec![Fact::new(DType::I64, Vec::<usize>::new())])
+            ConstantOp::Size if fixed_shape(cx.dims(0)?).is_none() => Ok(vec![Fact::dims_value(
+                vec![cx.dims(0)?.iter().product()],
+                true,
+            )]),
+            ConstantOp::ConstantOfShape(v) => match cx.dims_value(0) {
+                Some(dims) if fixed_shape(&dims).is_none() => {
+                    if let Some(d) = dims.iter().filter_map(Dim::known).find(|&d| d < 0) {
+                        return Err(format!("negative dimension {d}"));
+                    }
+                    Ok(vec![Fact::new(v.dtype, dims)])
+                }
+                _ => Ok(vec![Fact::constant(self.value(cx)?)]),
+            },
+            ConstantOp::Range if cx.constants().is_none() => {
+                let bound = |i: usize| -> R<Dim> {
+                    let what = ["start", "limit", "delta"][i];
+                    if let Some(t) = cx.opt_constant(i)
+                        && t.as_f64().iter().any(|v| v.fract() != 0.0)
+                    {
+                        return Err(format!(
+                            "a fractional {what} needs fixed shapes (the other bounds are \
+                             computed from symbolic shapes)"
+                        ));
+                    }
+                    cx.dims_value(i)
+                        .ok_or_else(|| {
+                            format!("{what} must be a constant or computed from shapes")
+                        })?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| format!("{what} is empty"))
+                };
+                let (start, limit) = (bound(0)?, bound(1)?);
+                let n = match bound(2)?.known() {
+                    Some(d) if d > 0 => (limit - start).div_ceil(d as u64),
+                    Some(d) if d < 0 => (start - limit).div_ceil(d.unsigned_abs()),
+                    _ => return Err("delta must be a non-zero constant".into()),
+                };
+                Ok(vec![Fact::new(
+                    cx.dtype(0)?,
+                    vec![n.max(&Dim::from(0usize))],
+                )])
             }
             _ => Ok(vec![Fact::constant(self.value(cx)?)]),
         }
@@ -442,6 +492,14 @@ impl Operator for Concat {
                 ));
             }
             shape[axis] = shape[axis].clone() + s[axis].clone();
+        }
+        // Joining shape vectors (`Concat(Shape(x)[:1], [12, 64])`) keeps their dims.
+        let all_const = ins.iter().all(|v| v.constant.is_some());
+        if rank == 1 && first.dtype.is_int() && !all_const {
+            let parts: Option<Vec<Vec<Dim>>> = (0..ins.len()).map(|i| cx.dims_value(i)).collect();
+            if let Some(parts) = parts {
+                return Ok(vec![Fact::int_value(first.dtype, parts.concat(), false)]);
+            }
         }
         Ok(vec![Fact::new(first.dtype, shape)])
     }
@@ -711,14 +769,13 @@ impl Movement {
     fn symbolic_dims(&self, cx: &InferCx) -> R<Vec<Vec<Dim>>> {
         let s = cx.dims(0)?;
         let rank = s.len();
-        let one = |v: usize| Dim::from(v);
         Ok(match self {
             Movement::Slice { starts, ends, axes } => {
-                let [starts, ends, axes, steps] = slice_args(cx, starts, ends, axes)?;
+                let (starts, ends, axes, steps) = slice_dim_args(cx, starts, ends, axes)?;
                 let mut out = s.to_vec();
                 for k in 0..starts.len() {
                     let a = normalize_axis(axes[k], rank)?;
-                    out[a] = slice_len(&s[a], starts[k], ends[k], steps[k])?;
+                    out[a] = slice_len(&s[a], &starts[k], &ends[k], steps[k])?;
                 }
                 vec![out]
             }
@@ -730,10 +787,28 @@ impl Movement {
                 let a = normalize_axis(*axis, rank)?;
                 let n_out = cx.n_outputs();
                 if split.is_some() || cx.opt(1).is_some() {
-                    return Err(format!(
-                        "explicit split sizes need axis {a} ({}) known",
-                        s[a]
-                    ));
+                    // Explicit sizes: the split axis must be known, the others may not.
+                    let sizes: Vec<i64> = match split {
+                        Some(v) => v.iter().map(|&v| v as i64).collect(),
+                        None => cx.constant(1, "split")?.as_i64(),
+                    };
+                    if sizes.len() != n_out
+                        || sizes.iter().any(|&v| v < 0)
+                        || !s[a].is(sizes.iter().sum())
+                    {
+                        return Err(format!(
+                            "split {sizes:?} does not divide axis {a} of size {} into {n_out} outputs",
+                            s[a]
+                        ));
+                    }
+                    return Ok(sizes
+                        .iter()
+                        .map(|&len| {
+                            let mut o = s.to_vec();
+                            o[a] = Dim::from(len);
+                            o
+                        })
+                        .collect());
                 }
                 let k = num_outputs.unwrap_or(n_out).max(1);
                 if k != n_out {
@@ -754,15 +829,10 @@ impl Movement {
                     .collect()
             }
             Movement::Expand => {
-                let target = cx.constant(1, "shape")?.as_i64();
-                let target: Vec<Dim> = target
-                    .iter()
-                    .map(|&v| {
-                        usize::try_from(v)
-                            .map(one)
-                            .map_err(|_| format!("negative dim {v}"))
-                    })
-                    .collect::<R<_>>()?;
+                let target = cx.dims_value_req(1, "shape")?;
+                if let Some(v) = target.iter().filter_map(Dim::known).find(|&v| v < 0) {
+                    return Err(format!("negative dim {v}"));
+                }
                 vec![broadcast_dims(&[s, &target])?]
             }
             Movement::Tile => {
@@ -827,6 +897,42 @@ fn slice_args(
     Ok([starts, ends, axes, steps])
 }
 
+/// Starts and ends (dims), axes and steps.
+type SliceDimArgs = (Vec<Dim>, Vec<Dim>, Vec<i64>, Vec<i64>);
+
+/// [`slice_args`] where `starts` and `ends` may also be computed from shapes
+/// (`x[:, :Shape(y)[1]]`): dims, symbolic or known.
+fn slice_dim_args(
+    cx: &InferCx,
+    starts: &Option<Vec<i64>>,
+    ends: &Option<Vec<i64>>,
+    axes: &Option<Vec<i64>>,
+) -> R<SliceDimArgs> {
+    let bounds = |attr: &Option<Vec<i64>>, i: usize, what: &str| -> R<Vec<Dim>> {
+        match attr {
+            Some(v) => Ok(v.iter().map(|&v| Dim::from(v)).collect()),
+            None => cx.dims_value_req(i, what),
+        }
+    };
+    let get = |i: usize, what: &str| -> R<Option<Vec<i64>>> {
+        match cx.opt(i) {
+            Some(_) => Ok(Some(cx.constant(i, what)?.as_i64())),
+            None => Ok(None),
+        }
+    };
+    let starts = bounds(starts, 1, "starts")?;
+    let ends = bounds(ends, 2, "ends")?;
+    let axes = match axes {
+        Some(a) => a.clone(),
+        None => get(3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect()),
+    };
+    let steps = get(4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err("starts, ends, axes and steps must have equal lengths".into());
+    }
+    Ok((starts, ends, axes, steps))
+}
+
 /// `(first index, length)` of `start..end` by `step` (not 0) along an axis of size `n`,
 /// clamped as Slice clamps them.
 fn slice_range(n: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
@@ -846,27 +952,27 @@ fn slice_range(n: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
 
 /// The length of `start..end` by `step` along an axis of size `n`, as Slice clamps
 /// them. A symbolic `n` takes step 1 only; an `end` at or beyond `i64::MAX / 2` (what
-/// exporters write for "to the end") is `n`.
-fn slice_len(n: &Dim, start: i64, end: i64, step: i64) -> R<Dim> {
+/// exporters write for "to the end") is `n`. A symbolic `start` or `end` is a position
+/// computed from a shape (`x[:, :Shape(y)[1]]`), so it counts from the front.
+fn slice_len(n: &Dim, start: &Dim, end: &Dim, step: i64) -> R<Dim> {
     if step == 0 {
         return Err("slice step is zero".into());
     }
-    if let Some(n) = n.known() {
+    if let (Some(n), Some(start), Some(end)) = (n.known(), start.known(), end.known()) {
         return Ok(Dim::from(slice_range(n, start, end, step).1));
     }
     if step != 1 {
         return Err(format!(
-            "a slice with step {step} needs the axis' size ({n}) known"
+            "a slice with step {step} needs the axis' size ({n}) and its bounds known"
         ));
     }
     let zero = Dim::from(0usize);
-    let at = |v: i64| -> Dim {
-        if v >= i64::MAX / 2 {
-            n.clone()
-        } else if v >= 0 {
-            Dim::from(v).min(n)
-        } else {
-            (n.clone() + Dim::from(v)).max(&zero)
+    let at = |v: &Dim| -> Dim {
+        match v.known() {
+            Some(v) if v >= i64::MAX / 2 => n.clone(),
+            Some(v) if v >= 0 => Dim::from(v).min(n),
+            Some(v) => (n.clone() + Dim::from(v)).max(&zero),
+            None => v.min(n),
         }
     };
     Ok((at(end) - at(start)).max(&zero))
@@ -885,7 +991,30 @@ impl Operator for Movement {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.dtype(0)?;
-        if cx.input(0)?.shape.is_some() {
+        if let Movement::Slice { starts, ends, axes } = self
+            && cx.input(0)?.sym.is_some()
+            && let Some(data) = cx.dims_value(0)
+            && cx.dims(0)?.len() == 1
+        {
+            // A slice of a shape vector (`Shape(x)[1:3]`) keeps the dims it selects.
+            let [starts, ends, _, steps] = slice_args(cx, starts, ends, axes)?;
+            let (Some(&start), Some(&end), Some(&step)) =
+                (starts.first(), ends.first(), steps.first())
+            else {
+                return Ok(vec![Fact::int_value(d, data, false)]);
+            };
+            if step == 0 {
+                return Err("slice step is zero".into());
+            }
+            let (b, len) = slice_range(data.len() as i64, start, end, step);
+            let picked = (0..len).map(|k| data[(b + k * step) as usize].clone());
+            return Ok(vec![Fact::int_value(d, picked.collect(), false)]);
+        }
+        // Starts, ends or a target shape computed from symbolic shapes take the
+        // symbolic rules even when the data's shape is fixed.
+        let args_known =
+            (1..cx.node.inputs.len()).all(|i| cx.opt(i).is_none_or(|v| v.constant.is_some()));
+        if cx.input(0)?.shape.is_some() && args_known {
             return Ok(self
                 .views(cx)?
                 .into_iter()

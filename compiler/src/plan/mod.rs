@@ -40,6 +40,10 @@
 //! 5. [`report`] — a text table and a JSON document for humans and tools;
 //!    [`svg::svg`] — the arena as a picture (time × offset).
 //!
+//! Dynamic shapes: [`dynamic::plan_dynamic`] packs symbolic sizes once, at the
+//! largest point of their ranges, keeping the order as offsets computed at run time;
+//! [`validate_dynamic::validate_dynamic`] is its checker.
+//!
 //! Invariants of a returned plan (checked by the validator): every offset is a
 //! multiple of `alignment`; every buffer lies inside `arena_bytes`; `arena_bytes`
 //! is exactly the largest end; two buffers whose inclusive lifetimes intersect
@@ -54,6 +58,7 @@
 use std::fmt;
 
 pub mod alias;
+pub mod dynamic;
 pub mod improve;
 pub mod interference;
 pub mod liveness;
@@ -64,7 +69,10 @@ pub mod report;
 mod strategy;
 pub mod svg;
 pub mod validate;
+pub mod validate_dynamic;
 
+#[cfg(test)]
+mod dynamic_proptests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

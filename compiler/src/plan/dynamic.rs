@@ -450,24 +450,35 @@ fn place(
         buffer: input.name(i),
         reason,
     };
-    // Each buffer's block: follow aliases and slices to a buffer on neither.
-    let mut root: Vec<usize> = (0..n).collect();
-    for (i, r) in root.iter_mut().enumerate() {
-        for _ in 0..=n {
-            match (
-                at_max.alias(BufferId(*r as u32)),
-                at_max.slice(BufferId(*r as u32)),
-            ) {
-                (Some(x), _) | (None, Some((x, _))) if x.index() < n => *r = x.index(),
-                (None, None) => break,
-                _ => return Err(malformed(i, "is placed on a buffer that does not exist")),
+    // Each buffer's block: follow aliases and slices to a buffer on neither,
+    // remembering every root found so that each link is walked once.
+    let next = |j: usize| match (at_max.alias_of[j], at_max.slice_of[j]) {
+        (Some(x), _) | (None, Some((x, _))) if x.index() < n => Ok(Some(x.index())),
+        (None, None) => Ok(None),
+        _ => Err(malformed(j, "is placed on a buffer that does not exist")),
+    };
+    let mut found: Vec<Option<usize>> = vec![None; n];
+    let mut path = Vec::new();
+    for i in 0..n {
+        let mut j = i;
+        let r = loop {
+            if let Some(r) = found[j] {
+                break r;
             }
-        }
-        let id = BufferId(*r as u32);
-        if at_max.alias(id).is_some() || at_max.slice(id).is_some() {
-            return Err(malformed(i, "is in a cycle of aliases or slices"));
+            if path.len() > n {
+                return Err(malformed(i, "is in a cycle of aliases or slices"));
+            }
+            path.push(j);
+            match next(j)? {
+                Some(x) => j = x,
+                None => break j,
+            }
+        };
+        for k in path.drain(..) {
+            found[k] = Some(r);
         }
     }
+    let root: Vec<usize> = found.into_iter().map(|r| r.unwrap_or_default()).collect();
     let mut hull: Vec<Option<Lifetime>> = vec![None; n];
     for (i, &r) in root.iter().enumerate() {
         let l = at_max.lifetimes[i];
@@ -961,6 +972,33 @@ mod tests {
         // Past P's end when H > 1: not inside its parent.
         let plan = plan_dynamic(&concat(w() * 512)).unwrap();
         assert!(matches!(plan.buffers[2].offset, DynamicOffset::Max(_)));
+    }
+
+    #[test]
+    fn a_long_in_place_chain_is_one_block() {
+        let n = 5000;
+        let mut input = DynamicInput::new(n + 1, vec![SymbolRange::new("W", 1, 8)]);
+        for i in 0..n {
+            let request = BufferRequest {
+                in_place_of: (i > 0)
+                    .then(|| BufferId(i as u32 - 1))
+                    .into_iter()
+                    .collect(),
+                ..BufferRequest::new(format!("t{i}"), 0, i, vec![i + 1])
+            };
+            input.push(request, w() * 100);
+        }
+        let plan = plan_dynamic(&input).unwrap();
+        assert_eq!(plan.buffers[0].offset, DynamicOffset::Max(vec![]));
+        assert!(
+            plan.buffers[1..]
+                .iter()
+                .enumerate()
+                .all(|(i, b)| { b.offset == DynamicOffset::Alias(BufferId(i as u32)) })
+        );
+        let at = plan.eval(&point(3, 0)).unwrap();
+        assert!(at.offsets.iter().all(|&o| o == 0));
+        assert_eq!(at.arena_bytes, 512);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod builder;
 pub mod codegen;
 mod compile;
 pub mod dim;
+pub mod dynamic;
 mod error;
 pub mod in_place;
 pub mod infer;

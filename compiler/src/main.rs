@@ -57,6 +57,10 @@ enum Command {
         /// Also draw the arena (steps across, byte offsets up) as an SVG picture.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// With `--dim`: also the arena at this point of the ranges, e.g. `--at W=320`
+        /// (several symbols: `--at N=1,W=320`).
+        #[arg(long, value_name = "SYM=VALUE,..")]
+        at: Vec<String>,
     },
     /// Compile MODEL, build it with cargo (cached), run it on .npy inputs and print
     /// its outputs and latency.
@@ -126,6 +130,74 @@ impl ModelArgs {
     }
 }
 
+/// `kiln plan --dim ..`: the one plan for every shape in the ranges, its arena at the
+/// largest point and at each `--at` point.
+fn plan_over_ranges(
+    model: &ModelArgs,
+    json: bool,
+    at: &[String],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let bytes = std::fs::read(&model.model)
+        .map_err(|e| format!("cannot read {}: {e}", model.model.display()))?;
+    let source = model.model.display().to_string();
+    let rp = kiln_compiler::dynamic::plan_over_ranges(&bytes, &source, &model.options()?)?;
+    let mut points = Vec::new();
+    for spec in at {
+        let mut values = Vec::new();
+        for part in spec.split(',') {
+            let (name, v) = part
+                .split_once('=')
+                .and_then(|(n, v)| Some((n.trim().to_owned(), v.trim().parse::<i64>().ok()?)))
+                .ok_or_else(|| format!("--at `{spec}` should look like W=320 or N=1,W=320"))?;
+            values.push((name, v));
+        }
+        let refs: Vec<(&str, i64)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let evaluated = rp.at(&refs)?;
+        points.push((spec.clone(), evaluated.arena_bytes));
+    }
+    let max = rp.plan.arena_bytes_max;
+    let fixed = rp.at_max.plan.arena_bytes;
+    let ranges: Vec<String> = rp.declared.iter().map(|r| r.to_string()).collect();
+    if json {
+        let v = serde_json::json!({
+            "ranges": ranges,
+            "arena_bytes_max": max,
+            "static_arena_bytes_at_max": fixed,
+            "buffers": rp.plan.buffers.len(),
+            "buffers_held_at_max": rp.held,
+            "arena_bytes_at": points
+                .iter()
+                .map(|(p, b)| serde_json::json!({ "at": p, "arena_bytes": b }))
+                .collect::<Vec<_>>(),
+        });
+        emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+        return Ok(());
+    }
+    let human = kiln_compiler::plan::report::human;
+    let mut text = format!(
+        "one plan for {}\n  buffers: {} ({} held at their largest size)\n  \
+         arena at the largest point: {} (ARENA_BYTES_MAX; the static plan there: {})\n",
+        ranges.join(", "),
+        rp.plan.buffers.len(),
+        rp.held,
+        human(max),
+        human(fixed),
+    );
+    for (p, b) in &points {
+        let ratio = if max == 0 {
+            1.0
+        } else {
+            *b as f64 / max as f64
+        };
+        text.push_str(&format!(
+            "  at {p}: {} ({ratio:.3} of the max)\n",
+            human(*b)
+        ));
+    }
+    emit(&text)?;
+    Ok(())
+}
+
 /// Writes to stdout; a closed pipe (`kiln plan | head`) ends quietly instead of panicking.
 fn emit(text: &str) -> std::io::Result<()> {
     use std::io::Write;
@@ -177,7 +249,21 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 compiled.weights.len()
             );
         }
-        Command::Plan { model, json, svg } => {
+        Command::Plan {
+            model,
+            json,
+            svg: _,
+            at,
+        } if !model.dims.is_empty() => plan_over_ranges(&model, json, &at)?,
+        Command::Plan {
+            model,
+            json,
+            svg,
+            at,
+        } => {
+            if !at.is_empty() {
+                return Err("--at needs the ranges --dim declares".into());
+            }
             let compiled = compile(&model.model, &model.options()?)?;
             if let Some(path) = svg {
                 let picture = kiln_compiler::plan::svg(&compiled.plan_input, &compiled.plan);

@@ -103,7 +103,10 @@ pub fn choose_slices(
                 .iter()
                 .all(|&(o, d)| delta.saturating_add(size) <= d || d + live.sizes[o] <= delta)
         };
+        // An empty input has nothing for the Concat to copy: no slice (and an empty
+        // slice at a sibling's offset would look like an overlap to the validator).
         let legal = p.index() != c
+            && size > 0
             && !child.scratch
             && !child.live_to_end
             && !in_alias[c]
@@ -483,6 +486,8 @@ mod tests {
         // A slice of a slice: d inside c, which is inside P.
         let nested = slices(&|i| i.buffers[2].slice_of = Some((BufferId(0), 0)));
         assert_eq!(nested[0], None);
+        // An empty input: nothing to copy, no slice.
+        assert_eq!(slices(&|i| i.buffers[0].size = 0)[0], None);
         // In an in-place alias.
         let input = super::super::testutil::concat_example(256);
         let live = analyze(&input).unwrap();
@@ -492,5 +497,26 @@ mod tests {
             choose_slices(&input, &live, &alias_of, &[]).unwrap()[0],
             None
         );
+    }
+
+    /// A Concat whose empty first input is written after the second planned as a
+    /// strategy bug: the empty slice sat at its sibling's offset (found by the dynamic
+    /// planner's property tests).
+    #[test]
+    fn an_empty_concat_input_plans() {
+        let p = BufferId(2);
+        let mut input = PlanInput::new(4);
+        input.push(BufferRequest {
+            slice_of: Some((p, 0)),
+            ..BufferRequest::new("empty", 0, 1, vec![2])
+        });
+        input.push(BufferRequest {
+            slice_of: Some((p, 0)),
+            ..BufferRequest::new("d", 256, 0, vec![2])
+        });
+        input.push(BufferRequest::new("P", 256, 2, vec![3]));
+        input.push(BufferRequest::output("r", 256, 3));
+        let plan = super::super::plan(&input).expect("plans");
+        assert_eq!(plan.slice(BufferId(0)), None);
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How compile and build costs grow with the graph: for deep models (a transformer
-# encoder of 6, 12 and 24 layers, a ResNet-style CNN of 75, 150 and 300 blocks; made by
+# encoder of 6, 12, 24 and 48 layers, a ResNet-style CNN of 75, 150, 300 and 600 blocks; made by
 # scripts/make_edge_models.py --big) next to the nine zoo models (testdata/<zoo>/model.onnx),
 # prints a table: ONNX nodes, Kiln's steps, `kiln compile` time and peak memory, the
 # generated module's size, and the release build time and peak memory (rustc's, the
@@ -29,7 +29,7 @@ echo "== test data" >&2
 .venv/bin/python scripts/make_edge_models.py --big >&2
 
 models=()
-for n in transformer6 transformer12 transformer24 resnet75 resnet150 resnet300; do
+for n in transformer6 transformer12 transformer24 transformer48 resnet75 resnet150 resnet300 resnet600; do
   models+=("$n=testdata/big/$n/model.onnx")
 done
 for z in alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512; do

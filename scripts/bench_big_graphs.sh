@@ -36,7 +36,7 @@ for z in alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squee
   models+=("$z=testdata/$z/model.onnx")
 done
 if [ $# -gt 0 ]; then
-  wanted=("$@"); models=($(for m in "${models[@]}"; do for w in "${wanted[@]}"; do [ "${m%%=*}" = "$w" ] && echo "$m"; done; done))
+  wanted=("$@"); models=($(for m in "${models[@]}"; do for w in "${wanted[@]}"; do if [ "${m%%=*}" = "$w" ]; then echo "$m"; fi; done; done))
 fi
 
 # The crate that includes a module: standalone (its own [workspace]), kiln-runtime by

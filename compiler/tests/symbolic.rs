@@ -331,7 +331,13 @@ fn real_models_infer_with_their_symbolic_dims() {
     );
     type Point<'a> = &'a [(&'a str, i64)];
     /// (model, --input specs, --dim specs, points, the first output's dims)
-    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [Point<'a>], &'a str);
+    type Case<'a> = (
+        &'a str,
+        &'a [&'a str],
+        &'a [&'a str],
+        &'a [Point<'a>],
+        &'a str,
+    );
     let cases: &[Case] = &[
         (
             "minilm_l6_int8",

@@ -147,7 +147,8 @@ impl Fact {
         Fact::int_value(DType::I64, dims, scalar)
     }
 
-    /// [`Fact::dims_value`] in element type `dtype` (an integer type).
+    /// [`Fact::dims_value`] in element type `dtype` (an integer type, or a float one
+    /// for a shape value Cast to float).
     pub fn int_value(dtype: DType, dims: Vec<Dim>, scalar: bool) -> Fact {
         let shape = if scalar { vec![] } else { vec![dims.len()] };
         match dims.iter().map(Dim::known).collect::<Option<Vec<i64>>>() {

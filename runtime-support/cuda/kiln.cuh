@@ -67,6 +67,7 @@ __device__ __forceinline__ long long kiln_stride() {
 #define KILN_OP_NEG 7
 #define KILN_OP_ABS 8
 #define KILN_OP_SQRT 9
+#define KILN_OP_ERF 10
 
 __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float f1) {
     switch (op) {
@@ -79,6 +80,7 @@ __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float 
     case KILN_OP_NEG: return -x;
     case KILN_OP_ABS: return fabsf(x);
     case KILN_OP_SQRT: return sqrtf(x);
+    case KILN_OP_ERF: return erff(x);
     default: return x;
     }
 }

@@ -101,6 +101,7 @@ pub enum Unary {
     Neg,
     Abs,
     Sqrt,
+    Erf,
 }
 
 /// Inference-time batch normalisation over NCHW-like data: `c` channels, each

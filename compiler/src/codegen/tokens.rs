@@ -51,6 +51,7 @@ pub fn unary(rt: &TokenStream, u: Unary) -> TokenStream {
         Unary::Neg => quote!(#rt::params::Unary::Neg),
         Unary::Abs => quote!(#rt::params::Unary::Abs),
         Unary::Sqrt => quote!(#rt::params::Unary::Sqrt),
+        Unary::Erf => quote!(#rt::params::Unary::Erf),
         Unary::LeakyRelu { alpha } => {
             let alpha = f32_lit(alpha);
             quote!(#rt::params::Unary::LeakyRelu { alpha: #alpha })

@@ -89,6 +89,7 @@ fn legacy_unary(op: tp::UnaryOp) -> Option<legacy::Unary> {
         tp::UnaryOp::Neg => legacy::Unary::Neg,
         tp::UnaryOp::Abs => legacy::Unary::Abs,
         tp::UnaryOp::Sqrt => legacy::Unary::Sqrt,
+        tp::UnaryOp::Erf => legacy::Unary::Erf,
         _ => return None,
     })
 }
@@ -173,7 +174,7 @@ unary_ops! {
     "Atanh" 9 Float false => |a| U::Atanh;
     "Tanh" 6 Float true => |a| U::Tanh;
     "Sigmoid" 6 Float true => |a| U::Sigmoid;
-    "Erf" 9 Float false => |a| U::Erf;
+    "Erf" 9 Float true => |a| U::Erf;
     "Relu" 6 Signed true => |a| U::Relu;
     "LeakyRelu" 6 Float true => |a| U::LeakyRelu { alpha: a.float_or("alpha", 0.01)? };
     "Elu" 6 Float false => |a| U::Elu { alpha: a.float_or("alpha", 1.0)? };

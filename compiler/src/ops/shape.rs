@@ -427,10 +427,7 @@ impl Operator for ConstantOp {
                              computed from symbolic shapes)"
                         ));
                     }
-                    cx.dims_value(i)
-                        .ok_or_else(|| {
-                            format!("{what} must be a constant or computed from shapes")
-                        })?
+                    cx.dims_value_req(i, what)?
                         .into_iter()
                         .next()
                         .ok_or_else(|| format!("{what} is empty"))

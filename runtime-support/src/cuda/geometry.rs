@@ -192,6 +192,7 @@ pub const fn unary_code(op: Unary) -> (i32, f32, f32) {
         Unary::Neg => (7, 0.0, 0.0),
         Unary::Abs => (8, 0.0, 0.0),
         Unary::Sqrt => (9, 0.0, 0.0),
+        Unary::Erf => (10, 0.0, 0.0),
     }
 }
 

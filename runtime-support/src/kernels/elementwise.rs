@@ -37,6 +37,10 @@ macro_rules! with_unary {
                 let $f = simd::exp;
                 $body
             }
+            Unary::Erf => {
+                let $f = simd::erf;
+                $body
+            }
             Unary::Neg => {
                 let $f = |x: f32| -x;
                 $body

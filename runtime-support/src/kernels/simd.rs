@@ -102,6 +102,29 @@ pub(crate) fn tanh(x: f32) -> f32 {
     if z < 0.625 { small } else { large }
 }
 
+/// The error function in single precision, vectorisable: the rational approximation
+/// Eigen and XLA use (odd degree-13 over even degree-8 in `x`, on `x` clamped to
+/// [-4, 4], where `erf` is 1 to single precision). Within 5e-7 of the exact value
+/// everywhere (the test checks 2 million points); NaN stays NaN.
+#[inline(always)]
+pub(crate) fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = -2.726_142_3e-10_f32;
+    p = p * x2 + 2.770_681_4e-8;
+    p = p * x2 - 2.101_024e-6;
+    p = p * x2 - 5.692_506_4e-5;
+    p = p * x2 - 7.349_906_3e-4;
+    p = p * x2 - 2.954_6e-3;
+    p = p * x2 - 1.609_603_3e-2;
+    let mut q = -1.456_607_2e-5_f32;
+    q = q * x2 - 2.133_740_6e-4;
+    q = q * x2 - 1.682_827e-3;
+    q = q * x2 - 7.373_329e-3;
+    q = q * x2 - 1.426_473_9e-2;
+    x * p / q
+}
+
 /// Sum of `x` with eight independent partial sums, so it vectorises (the order of
 /// additions differs from a left-to-right sum by rounding only).
 #[inline(always)]

@@ -186,6 +186,14 @@ fn bench_other_kernels() {
     report("unary sigmoid", time(|| unary(Unary::Sigmoid, &x, &mut y)));
     report("unary tanh", time(|| unary(Unary::Tanh, &x, &mut y)));
     report("unary exp", time(|| unary(Unary::Exp, &x, &mut y)));
+    report("unary erf", time(|| unary(Unary::Erf, &x, &mut y)));
+    let typed_erf = kiln_runtime::typed::params::Unary {
+        op: kiln_runtime::typed::params::UnaryOp::Erf,
+    };
+    report(
+        "unary erf, typed (f64)",
+        time(|| kiln_runtime::typed::unary(&typed_erf, &x, &mut y)),
+    );
     let maxpool = Pool2d {
         kind: PoolKind::Max,
         n: 1,

@@ -3,7 +3,7 @@ use kiln_runtime::params::{Binary, Broadcast, MAX_RANK, Unary};
 
 use crate::reference::{Rng, assert_close, unary_ref};
 
-const UNARY: [Unary; 9] = [
+const UNARY: [Unary; 10] = [
     Unary::Relu,
     Unary::LeakyRelu { alpha: 0.01 },
     Unary::Sigmoid,
@@ -16,6 +16,7 @@ const UNARY: [Unary; 9] = [
     Unary::Neg,
     Unary::Abs,
     Unary::Sqrt,
+    Unary::Erf,
 ];
 
 const BINARY: [Binary; 6] = [
@@ -55,7 +56,7 @@ fn unary_inputs() -> Vec<f32> {
     x
 }
 
-/// Exact ops match bit for bit; `exp`, `sigmoid` and `tanh` are polynomial
+/// Exact ops match bit for bit; `exp`, `sigmoid`, `tanh` and `erf` are polynomial
 /// approximations, within 1e-6 relative of the f64 value over the normal range.
 #[test]
 fn unary_ops_match_reference() {
@@ -85,6 +86,23 @@ fn unary_ops_match_reference() {
             assert!(ok, "{op:?}({xv}) = {got}, want {want}");
         }
     }
+}
+
+/// `erf` is within 5e-7 of the f64 function at 2 million points over [-6, 6] (the
+/// approximation's worst is 4.4e-7, near ±3.2).
+#[test]
+fn erf_is_within_5e_7_everywhere() {
+    let x: Vec<f32> = (-1_000_000..=1_000_000).map(|i| i as f32 * 6e-6).collect();
+    let mut y = vec![0.0; x.len()];
+    unary(Unary::Erf, &x, &mut y);
+    let mut worst = (0.0f64, 0.0f32);
+    for (&xv, &got) in x.iter().zip(&y) {
+        let e = (f64::from(got) - kiln_runtime::typed::elem::erf(f64::from(xv))).abs();
+        if e > worst.0 {
+            worst = (e, xv);
+        }
+    }
+    assert!(worst.0 <= 5e-7, "erf({}) is {} off", worst.1, worst.0);
 }
 
 /// Describes an operand broadcast to `shape`: contiguous strides over its own shape,

@@ -67,6 +67,7 @@ pub fn unary_ref(op: Unary, x: f32) -> f32 {
         Unary::Neg => -x,
         Unary::Abs => x.abs(),
         Unary::Sqrt => x.sqrt(),
+        Unary::Erf => kiln_runtime::typed::elem::erf(x),
     };
     y as f32
 }

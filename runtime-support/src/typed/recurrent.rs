@@ -267,25 +267,10 @@ fn fill_state<T: Elem>(dst: &mut [T], init: &[T], at: usize) {
     }
 }
 
-/// `Σ a[k] · b[k]` in `f64`, in eight independent partial sums: a single running sum
-/// waits on each addition's latency, and the gate dot products are where recurrent
-/// models spend their time.
+/// `Σ a[k] · b[k]` in `f64`.
 #[inline]
 fn dot<T: Elem>(a: &[T], b: &[T]) -> f64 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ar, br) = (a8.remainder(), b8.remainder());
-    for (x, y) in a8.zip(b8) {
-        for k in 0..8 {
-            acc[k] += x[k].to_f64() * y[k].to_f64();
-        }
-    }
-    for (x, y) in ar.iter().zip(br) {
-        acc[0] += x.to_f64() * y.to_f64();
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+    a.iter().zip(b).map(|(a, b)| a.to_f64() * b.to_f64()).sum()
 }
 
 /// `x` clipped to `[-clip, clip]` when `clip` is given.

@@ -50,6 +50,7 @@ fn check(model: &str, inputs: &[&str], dims: &[&str], points: &[&[(&str, i64)]])
         max <= rp.at_max.plan.arena_bytes,
         "{model}: max above the static plan"
     );
+    let symbolic = kiln_compiler::infer_shapes(&bytes, &opts).expect("infer");
     let mut ratios = Vec::new();
     for point in points {
         let evaluated = rp.at(point).expect("a point of the ranges");
@@ -61,7 +62,6 @@ fn check(model: &str, inputs: &[&str], dims: &[&str], points: &[&[(&str, i64)]])
             .unwrap_or_else(|e| panic!("{model} at {point:?}: {e}"));
         // A build fixed at the point: the same tensors need no more than planned.
         let mut fixed = Options::default();
-        let symbolic = kiln_compiler::infer_shapes(&bytes, &opts).expect("infer");
         for i in &symbolic.inputs {
             let v = symbolic.value(i.value);
             let d: Vec<Dim> = v

@@ -267,6 +267,9 @@ pub fn compile_bytes(
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     let source = source.as_str();
+    if !opts.symbol_ranges.is_empty() {
+        return crate::dynamic::compile_over_ranges(bytes, source, &name, opts);
+    }
     let mut model = load::parse_model(bytes).map_err(|e| match e {
         Error::Parse { message, .. } => Error::Parse {
             path: source.into(),
@@ -287,13 +290,37 @@ pub fn compile_bytes(
         Ok((input, plan))
     })?;
     let weights: Vec<u8> = program.weights.clone();
+    let (weights_file, cg) = codegen_options(&name, &weights, source, opts)?;
+    let code = match opts.target {
+        Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
+        Target::Cuda => codegen::cuda::emit(&program, &plan, &cg)?,
+    };
+    Ok(Compiled {
+        name,
+        code,
+        weights,
+        weights_file,
+        program,
+        plan_input,
+        plan,
+        schedule,
+    })
+}
+
+/// The weights file's name and the emitters' settings for module `name`.
+pub(crate) fn codegen_options(
+    name: &str,
+    weights: &[u8],
+    source: &str,
+    opts: &Options,
+) -> Result<(String, CodegenOptions), Error> {
     let (weights_file, weights_include) = match &opts.weights_dir {
         None => {
             let file = format!("{name}.weights.bin");
             (file.clone(), file)
         }
         Some(dir) => {
-            let file = format!("{name}-{:016x}.weights.bin", content_hash(&weights));
+            let file = format!("{name}-{:016x}.weights.bin", content_hash(weights));
             let path = dir.join(&file);
             if !path.is_absolute() {
                 return Err(Error::Options(format!(
@@ -317,20 +344,16 @@ pub fn compile_bytes(
         source: source.to_owned(),
         steps_per_fn: 128,
     };
-    let code = match opts.target {
-        Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
-        Target::Cuda => codegen::cuda::emit(&program, &plan, &cg)?,
-    };
-    Ok(Compiled {
-        name,
-        code,
-        weights,
-        weights_file,
-        program,
-        plan_input,
-        plan,
-        schedule,
-    })
+    Ok((weights_file, cg))
+}
+
+/// Parses, infers, optimises and lowers a model with every dim fixed: the pipeline up
+/// to planning, for builds that sample several shapes ([`crate::dynamic`]).
+pub(crate) fn lower_program(bytes: &[u8], opts: &Options) -> Result<Program, Error> {
+    let mut model = load::parse_model(bytes)?;
+    let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
+    passes::run(&mut graph)?;
+    lower::lower(&graph)
 }
 
 /// Turns the graph inputs named in `bound` into constants of the given values.

@@ -988,3 +988,52 @@ mod bound_tests {
         assert!(!w().is_multiple_of(u64::MAX));
     }
 }
+
+/// Dims as Rust expressions, for generated code that evaluates them at run time.
+impl Dim {
+    /// An `i64` expression computing the dim, with each symbol written as `sym(name)`
+    /// returns (an `i64` place such as `s.w`). Floors are `div_euclid` (the divisor is
+    /// positive), `min`/`max` the methods of `i64`.
+    pub fn to_rust(&self, sym: &dyn Fn(&str) -> String) -> String {
+        self.0.to_rust(sym)
+    }
+}
+
+impl Poly {
+    fn to_rust(&self, sym: &dyn Fn(&str) -> String) -> String {
+        if self.0.is_empty() {
+            return "0i64".into();
+        }
+        let terms: Vec<Vec<String>> = self
+            .0
+            .iter()
+            .map(|(atoms, &c)| {
+                let mut factors: Vec<String> = atoms.iter().map(|a| a.to_rust(sym)).collect();
+                if factors.is_empty() || c != 1 {
+                    factors.insert(0, format!("{c}i64"));
+                }
+                factors
+            })
+            .collect();
+        // One factor is already a place or a call; anything else is parenthesised, so
+        // the result can take a method call or an `as`.
+        match terms.as_slice() {
+            [t] if t.len() == 1 => t[0].clone(),
+            _ => {
+                let terms: Vec<String> = terms.iter().map(|t| t.join(" * ")).collect();
+                format!("({})", terms.join(" + "))
+            }
+        }
+    }
+}
+
+impl Atom {
+    fn to_rust(&self, sym: &dyn Fn(&str) -> String) -> String {
+        match self {
+            Atom::Sym(s) => sym(s),
+            Atom::FloorDiv(p, k) => format!("{}.div_euclid({k}i64)", p.to_rust(sym)),
+            Atom::Max(a, b) => format!("{}.max({})", a.to_rust(sym), b.to_rust(sym)),
+            Atom::Min(a, b) => format!("{}.min({})", a.to_rust(sym), b.to_rust(sym)),
+        }
+    }
+}

@@ -9,13 +9,17 @@
 //! which is never too small as long as the kernel's need grows with the shape (it does
 //! for every kernel Kiln has). [`crate::plan::dynamic`] packs them once.
 //!
-//! What is still to come: code generation over these offsets (`run` reading the dims
-//! from its inputs and passing them to the kernels). [`plan_over_ranges`] is what
-//! `kiln plan --dim` reports today.
+//! [`compile_over_ranges`] then builds one module for every shape: the model is also
+//! lowered at a few other points of the ranges, each step's code emitted at every
+//! point and merged ([`crate::codegen::fit`]), so that kernel parameters become
+//! expressions in the symbols; [`plan_over_ranges`] alone is what `kiln plan --dim`
+//! reports.
 
 use std::collections::HashMap;
 
-use crate::compile::{Compiled, Options, compile_bytes};
+use crate::codegen::dynamic::{DeclaredSymbol, DynamicModule};
+use crate::codegen::fit::Fitter;
+use crate::compile::{Compiled, Options, Target, codegen_options, compile_bytes, lower_program};
 use crate::dim::{self, Dim, SymbolRange};
 use crate::error::Error;
 use crate::ir::Graph;
@@ -31,6 +35,8 @@ pub struct RangePlan {
     pub ranges: Vec<SymbolRange>,
     /// The build at the largest point (every symbol at its range's largest value).
     pub at_max: Compiled,
+    /// The model inferred with the symbols kept.
+    pub symbolic: Graph,
     pub input: DynamicInput,
     pub plan: DynamicPlan,
     /// Buffers whose size could not be written in the symbols and is held at its
@@ -76,7 +82,28 @@ pub fn plan_over_ranges(bytes: &[u8], source: &str, opts: &Options) -> Result<Ra
         .map(|r| (&*r.name, r.largest() as i64))
         .collect();
     let bind = dim::bind(&ranges, &largest);
-    // The graph inputs at the largest point, for the fixed build.
+    let fixed = fixed_options(opts, &symbolic, &bind)?;
+    let at_max = compile_bytes(bytes, source, "model", &fixed)?;
+    let (input, held) = sized_input(&at_max, &symbolic, &ranges, &bind);
+    let plan = plan_dynamic(&input).map_err(|e| Error::Options(e.to_string()))?;
+    drop(bind);
+    Ok(RangePlan {
+        declared: opts.symbol_ranges.clone(),
+        ranges,
+        at_max,
+        symbolic,
+        input,
+        plan,
+        held,
+    })
+}
+
+/// `opts` with every graph input's dims fixed at the point `bind` gives and no ranges.
+fn fixed_options(
+    opts: &Options,
+    symbolic: &Graph,
+    bind: &dyn Fn(&str) -> Option<i64>,
+) -> Result<Options, Error> {
     let mut fixed = opts.clone();
     fixed.symbol_ranges.clear();
     fixed.input_dims = Vec::new();
@@ -86,7 +113,7 @@ pub fn plan_over_ranges(bytes: &[u8], source: &str, opts: &Options) -> Result<Ra
             .dims()
             .iter()
             .map(|d| {
-                d.eval(&bind)
+                d.eval(bind)
                     .map(|x| Dim::from(x.max(0) as usize))
                     .ok_or_else(|| Error::Input {
                         input: v.name.clone(),
@@ -98,18 +125,293 @@ pub fn plan_over_ranges(bytes: &[u8], source: &str, opts: &Options) -> Result<Ra
             .collect::<Result<Vec<_>, _>>()?;
         fixed.input_dims.push((v.name.clone(), dims));
     }
-    let at_max = compile_bytes(bytes, source, "model", &fixed)?;
-    let (input, held) = sized_input(&at_max, &symbolic, &ranges, &bind);
-    let plan = plan_dynamic(&input).map_err(|e| Error::Options(e.to_string()))?;
-    drop(bind);
-    Ok(RangePlan {
-        declared: opts.symbol_ranges.clone(),
-        ranges,
-        at_max,
-        input,
+    Ok(fixed)
+}
+
+/// Compiles the model in `bytes` into one module named `name` that runs every shape
+/// `opts.symbol_ranges` allows (the CPU target).
+pub fn compile_over_ranges(
+    bytes: &[u8],
+    source: &str,
+    name: &str,
+    opts: &Options,
+) -> Result<Compiled, Error> {
+    if opts.target != Target::Cpu {
+        return Err(Error::Options(
+            "dims declared with --dim build for the CPU target only, for now; fix every dim \
+             with --input for --target cuda"
+                .into(),
+        ));
+    }
+    let mut named = opts.clone();
+    named.name = Some(name.to_owned());
+    let rp = plan_over_ranges(bytes, source, &named)?;
+    let points = sample_points(&rp.declared);
+    let binds: Vec<_> = points.iter().map(|pt| dim::bind(&rp.ranges, pt)).collect();
+    let at_max = &rp.at_max.program;
+    let mut programs = Vec::with_capacity(points.len());
+    for (pt, bind) in points.iter().zip(&binds).skip(1) {
+        let fixed = fixed_options(&named, &rp.symbolic, bind)?;
+        let program = lower_program(bytes, &fixed).map_err(|e| at_point(pt, e))?;
+        programs.push(in_order_of(at_max, program, pt)?);
+    }
+    let mut plans = Vec::with_capacity(points.len());
+    for (pt, bind) in points.iter().zip(&binds) {
+        let (_, plan) = rp
+            .plan
+            .at(&rp.input, bind)
+            .map_err(|e| Error::Options(format!("at {}: {e}", show(pt))))?;
+        plans.push(plan);
+    }
+    let fitter = Fitter::new(candidates(&rp), |d| {
+        binds.iter().map(|b| d.eval(b)).collect()
+    });
+    let by_name: HashMap<&str, &[Dim]> = rp
+        .symbolic
+        .values
+        .iter()
+        .filter(|v| v.dims.is_some())
+        .map(|v| (v.name.as_str(), v.dims()))
+        .collect();
+    let dims_of = |name: &str| -> Result<Vec<Dim>, Error> {
+        by_name
+            .get(name)
+            .map(|d| d.to_vec())
+            .ok_or_else(|| Error::Input {
+                input: name.to_owned(),
+                message: "has no symbolic shape".into(),
+            })
+    };
+    let input_dims = at_max
+        .inputs
+        .iter()
+        .map(|io| dims_of(&io.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let output_dims = at_max
+        .outputs
+        .iter()
+        .map(|(io, _)| dims_of(&io.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let declared = declared_symbols(&rp, &input_dims, at_max)?;
+    let (weights_file, cg) = codegen_options(name, &at_max.weights, source, opts)?;
+    let module = DynamicModule {
+        points: std::iter::once(at_max)
+            .chain(&programs)
+            .zip(plans.iter().cloned())
+            .collect(),
+        fitter: &fitter,
+        plan: &rp.plan,
+        declared,
+        ranges: &rp.ranges,
+        input_dims,
+        output_dims,
+    };
+    let code = crate::codegen::dynamic::emit(&module, &cg)?;
+    drop(module);
+    let plan = plans.swap_remove(0);
+    let (plan_input, _) = rp
+        .plan
+        .at(&rp.input, &binds[0])
+        .map_err(|e| Error::Options(e.to_string()))?;
+    let at_max = rp.at_max;
+    Ok(Compiled {
+        name: name.to_owned(),
+        code,
+        weights: at_max.weights,
+        weights_file,
+        program: at_max.program,
+        plan_input,
         plan,
-        held,
+        schedule: at_max.schedule,
     })
+}
+
+/// The points the model is lowered at: every symbol at its largest value first, then
+/// each symbol at its smallest and at a few values between (the others at their
+/// largest), then all at their smallest and all in the middle. Only values of the
+/// ranges (on their steps).
+fn sample_points(declared: &[SymbolRange]) -> Vec<Vec<(&str, i64)>> {
+    let at = |r: &SymbolRange, frac: f64| -> i64 {
+        let steps = (r.largest() - r.min) / r.step.max(1);
+        (r.min + r.step.max(1) * (steps as f64 * frac).round() as u64) as i64
+    };
+    let largest: Vec<(&str, i64)> = declared
+        .iter()
+        .map(|r| (&*r.name, r.largest() as i64))
+        .collect();
+    let mut points = vec![largest.clone()];
+    for (k, r) in declared.iter().enumerate() {
+        for frac in [0.0, 0.13, 0.37, 0.71] {
+            let mut p = largest.clone();
+            p[k].1 = at(r, frac);
+            points.push(p);
+        }
+    }
+    points.push(declared.iter().map(|r| (&*r.name, at(r, 0.0))).collect());
+    points.push(declared.iter().map(|r| (&*r.name, at(r, 0.55))).collect());
+    let mut seen = std::collections::HashSet::new();
+    points.retain(|p| seen.insert(p.clone()));
+    points
+}
+
+fn show(point: &[(&str, i64)]) -> String {
+    let parts: Vec<String> = point.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    parts.join(", ")
+}
+
+fn at_point(point: &[(&str, i64)], e: Error) -> Error {
+    Error::Dynamic {
+        node: String::new(),
+        op: "model".into(),
+        message: format!("at {}, inside the declared ranges: {e}", show(point)),
+    }
+}
+
+/// `program`'s steps in the order `reference` has them (the schedule chosen at the
+/// largest point), after checking it lowered to the same steps, buffers and weights.
+fn in_order_of(
+    reference: &Program,
+    mut program: Program,
+    point: &[(&str, i64)],
+) -> Result<Program, Error> {
+    let differs = |what: String| Error::Dynamic {
+        node: String::new(),
+        op: "model".into(),
+        message: format!(
+            "at {} the model lowers differently than at the largest dims: {what}; Kiln cannot yet \
+             build it once for every shape: narrow the ranges or fix the dims",
+            show(point)
+        ),
+    };
+    if program.steps.len() != reference.steps.len() {
+        return Err(differs(format!(
+            "{} steps against {}",
+            program.steps.len(),
+            reference.steps.len()
+        )));
+    }
+    let names = |p: &Program| p.buffers.iter().map(|b| b.name.clone()).collect::<Vec<_>>();
+    if names(&program) != names(reference) {
+        return Err(differs("other buffers".into()));
+    }
+    if program.weights != reference.weights {
+        let entry = program
+            .weight_entries
+            .iter()
+            .zip(&reference.weight_entries)
+            .find(|(a, b)| {
+                let bytes = |p: &Program, e: &crate::lower::WeightEntry| {
+                    p.weights
+                        .get(e.offset * 4..(e.offset + e.len) * 4)
+                        .map(<[u8]>::to_vec)
+                };
+                a.name != b.name || bytes(&program, a) != bytes(reference, b)
+            })
+            .map_or_else(|| "?".to_owned(), |(a, _)| a.name.clone());
+        return Err(differs(format!(
+            "the constant `{entry}` (folded from the dims?) has other values"
+        )));
+    }
+    let key = |steps: &[crate::lower::Step]| {
+        let mut seen: HashMap<(String, &'static str), usize> = HashMap::new();
+        steps
+            .iter()
+            .map(|s| {
+                let k = seen.entry((s.node.clone(), s.op_type)).or_insert(0);
+                *k += 1;
+                (s.node.clone(), s.op_type, *k)
+            })
+            .collect::<Vec<_>>()
+    };
+    let position: HashMap<_, usize> = key(&program.steps)
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect();
+    let mut steps: Vec<Option<crate::lower::Step>> = std::mem::take(&mut program.steps)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut ordered = Vec::with_capacity(steps.len());
+    for k in key(&reference.steps) {
+        let step = position
+            .get(&k)
+            .and_then(|&i| steps[i].take())
+            .ok_or_else(|| differs(format!("no step for node `{}` ({})", k.0, k.1)))?;
+        ordered.push(step);
+    }
+    program.steps = ordered;
+    Ok(program)
+}
+
+/// The expressions a varying literal may be a multiple of: the product of any run of
+/// consecutive dims of any value (sizes, strides, row counts), the symbols, every
+/// buffer's size and every slice's offset (in bytes and in f32 units).
+fn candidates(rp: &RangePlan) -> Vec<Dim> {
+    let mut set = std::collections::HashSet::new();
+    for v in rp.symbolic.values.iter().filter(|v| v.dims.is_some()) {
+        let dims = v.dims();
+        for i in 0..dims.len() {
+            let mut p = Dim::from(1usize);
+            for d in &dims[i..] {
+                p = p * d.clone();
+                set.insert(p.clone());
+            }
+        }
+    }
+    for r in &rp.ranges {
+        set.insert(Dim::sym(&r.name));
+        set.insert(r.as_dim());
+    }
+    let bytes = rp
+        .input
+        .sizes
+        .iter()
+        .chain(rp.input.slice_deltas.iter().flatten());
+    for b in bytes {
+        set.insert(b.clone());
+        set.insert(b.div_floor(4));
+    }
+    let mut v: Vec<Dim> = set.into_iter().collect();
+    // Deterministic: the fitter keeps the first of equally simple candidates.
+    v.sort_by_cached_key(|d| d.to_string());
+    v
+}
+
+/// Each declared symbol with the input axis it is read from: the first whose dim is
+/// the symbol itself (or, on a step, `step*(W/step) + r`).
+fn declared_symbols(
+    rp: &RangePlan,
+    input_dims: &[Vec<Dim>],
+    program: &Program,
+) -> Result<Vec<DeclaredSymbol>, Error> {
+    rp.declared
+        .iter()
+        .map(|r| {
+            let (plain, stepped) = (Dim::sym(&r.name), r.as_dim());
+            input_dims
+                .iter()
+                .enumerate()
+                .find_map(|(i, dims)| {
+                    let axis = dims.iter().position(|d| *d == plain || *d == stepped)?;
+                    Some(DeclaredSymbol {
+                        range: r.clone(),
+                        input: i,
+                        axis,
+                    })
+                })
+                .ok_or_else(|| {
+                    let inputs: Vec<&str> =
+                        program.inputs.iter().map(|io| io.name.as_str()).collect();
+                    Error::Options(format!(
+                        "--dim {r}: no input of the model ({}) has `{}` as a dim of its own, so \
+                         its value cannot be read from the input shapes",
+                        inputs.join(", "),
+                        r.name
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// The static plan input of `compiled` with each buffer's size (and each Concat

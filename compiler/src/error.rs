@@ -39,6 +39,14 @@ pub enum Error {
     Plan(#[from] crate::plan::PlanError),
     #[error("code generation: {0}")]
     Codegen(String),
+    /// A step or buffer that does not build once for every shape of the declared
+    /// ranges (`--dim`).
+    #[error("dynamic dims: node `{node}` ({op}): {message}")]
+    Dynamic {
+        node: String,
+        op: String,
+        message: String,
+    },
 }
 
 /// One unsupported operator type, with where it occurs.

@@ -59,6 +59,62 @@ pub enum Error {
     /// axis it indexes: ONNX calls the result undefined; Kiln reports it.
     #[error("index {index} is out of range for an axis of length {len}")]
     IndexOutOfRange { index: i64, len: usize },
+    /// A model built for declared ranges (`--dim`) was given a shape whose rank is not
+    /// the input's.
+    #[error("input `{name}` has rank {expected}, got a shape of rank {got}")]
+    InputRank {
+        name: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A dim the model fixes was given another size.
+    #[error("input `{name}`, axis {axis}: expected {expected}, got {got}")]
+    DimFixed {
+        name: &'static str,
+        axis: usize,
+        expected: usize,
+        got: usize,
+    },
+    /// A symbol's value lies outside its declared range.
+    #[error(
+        "symbol `{symbol}` (input `{name}`, axis {axis}) is {value}, outside its declared range {min}..={max}"
+    )]
+    DimOutOfRange {
+        symbol: &'static str,
+        name: &'static str,
+        axis: usize,
+        value: usize,
+        min: usize,
+        max: usize,
+    },
+    /// A symbol's value is in range but not on the declared step.
+    #[error(
+        "symbol `{symbol}` (input `{name}`, axis {axis}) is {value}, not {min} plus a multiple of its step {step}"
+    )]
+    DimOffStep {
+        symbol: &'static str,
+        name: &'static str,
+        axis: usize,
+        value: usize,
+        min: usize,
+        step: usize,
+    },
+    /// Two inputs give one symbol different values, or an input's dim is not the
+    /// value its expression in the symbols gives.
+    #[error(
+        "input `{name}`, axis {axis}: is {got}, but `{expr}` is {expected} with the dims read so far ({from})"
+    )]
+    DimDisagrees {
+        name: &'static str,
+        axis: usize,
+        expr: &'static str,
+        expected: usize,
+        got: usize,
+        from: &'static str,
+    },
+    /// A [`crate::Arena`] sized for smaller dims than the ones given.
+    #[error("the context's arena holds {got} bytes; these dims need {needed}")]
+    ArenaTooSmall { needed: usize, got: usize },
     /// An input holds a value its element type cannot represent (a `bool` that is not
     /// 0 or 1).
     #[error("input `{name}` holds a byte that is not a valid {dtype}")]

@@ -34,13 +34,22 @@ pub fn dtype_size(dtype: &str) -> usize {
 
 /// Checks a caller's input bytes against `info`: exact length, aligned for the type.
 pub fn bytes_input<'a>(info: &TensorInfo, bytes: &'a [u8]) -> Result<&'a [u8], Error> {
+    bytes_input_of(info, bytes, info.len())
+}
+
+/// [`bytes_input`] for an input of `elements` elements (its shape at run time).
+pub fn bytes_input_of<'a>(
+    info: &TensorInfo,
+    bytes: &'a [u8],
+    elements: usize,
+) -> Result<&'a [u8], Error> {
     let size = dtype_size(info.dtype);
-    let expected = info.len() * size;
+    let expected = elements * size;
     if bytes.len() != expected {
         return Err(Error::InputLength {
             name: info.name,
             dtype: info.dtype,
-            elements: info.len(),
+            elements,
             expected,
             got: bytes.len(),
         });
@@ -60,10 +69,19 @@ pub fn typed_input<'a, T: bytemuck::NoUninit>(
     info: &TensorInfo,
     data: &'a [T],
 ) -> Result<&'a [u8], Error> {
-    if data.len() != info.len() {
+    typed_input_of(info, data, info.len())
+}
+
+/// [`typed_input`] for an input of `elements` elements (its shape at run time).
+pub fn typed_input_of<'a, T: bytemuck::NoUninit>(
+    info: &TensorInfo,
+    data: &'a [T],
+    elements: usize,
+) -> Result<&'a [u8], Error> {
+    if data.len() != elements {
         return Err(Error::InputElements {
             name: info.name,
-            expected: info.len(),
+            expected: elements,
             got: data.len(),
         });
     }
@@ -89,9 +107,23 @@ pub fn output<'a, T: bytemuck::Pod>(
     crate::typed::view(region, info.len())
 }
 
+/// [`output`] of `elements` elements (its shape at run time).
+pub fn output_of<T: bytemuck::Pod>(region: &[f32], elements: usize) -> Result<&[T], Error> {
+    crate::typed::view(region, elements)
+}
+
 /// A `bool` output: every byte is checked to be 0 or 1.
 pub fn output_bool<'a>(info: &TensorInfo, region: &'a [f32]) -> Result<&'a [bool], Error> {
-    let bytes = output_bytes(region, info.len())?;
+    output_bool_of(info, region, info.len())
+}
+
+/// [`output_bool`] of `elements` elements (its shape at run time).
+pub fn output_bool_of<'a>(
+    info: &TensorInfo,
+    region: &'a [f32],
+    elements: usize,
+) -> Result<&'a [bool], Error> {
+    let bytes = output_bytes(region, elements)?;
     bytemuck::checked::try_cast_slice(bytes).map_err(|_| Error::InvalidValue {
         name: info.name,
         dtype: "bool",

@@ -12,6 +12,7 @@
 
 pub mod arena;
 pub mod cuda;
+pub mod dims;
 mod error;
 pub mod io;
 pub mod kernels;

@@ -31,21 +31,41 @@ pub fn emit(program: &Program, plan: &MemoryPlan, opts: &CodegenOptions) -> Resu
     format(tokens, &header)
 }
 
-struct Emitter<'a> {
+pub(super) struct Emitter<'a> {
     program: &'a Program,
     plan: &'a MemoryPlan,
     rt: &'a TokenStream,
     /// Constant name in `offsets::` for each buffer.
     offset_names: Vec<syn::Ident>,
+    places: Places,
+}
+
+/// How a step names a buffer's place in the arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Places {
+    /// `offsets::NAME` and a literal length: a fixed plan.
+    Constants,
+    /// `l.off[i]` and `l.len[i]` of the `Layout` computed at run time: a dynamic plan.
+    Layout,
 }
 
 impl<'a> Emitter<'a> {
-    fn new(program: &'a Program, plan: &'a MemoryPlan, rt: &'a TokenStream) -> Self {
+    pub(super) fn new(program: &'a Program, plan: &'a MemoryPlan, rt: &'a TokenStream) -> Self {
+        Self::with_places(program, plan, rt, Places::Constants)
+    }
+
+    pub(super) fn with_places(
+        program: &'a Program,
+        plan: &'a MemoryPlan,
+        rt: &'a TokenStream,
+        places: Places,
+    ) -> Self {
         Emitter {
             program,
             plan,
             rt,
             offset_names: offset_names(program),
+            places,
         }
     }
 
@@ -241,13 +261,35 @@ impl<'a> Emitter<'a> {
     }
 
     fn region(&self, b: crate::plan::BufferId) -> TokenStream {
-        let name = &self.offset_names[b.index()];
-        let len = us(self.program.buffers[b.index()].len);
-        quote!((offsets::#name, #len))
+        let off = self.offset(b);
+        match self.places {
+            Places::Constants => {
+                let len = us(self.program.buffers[b.index()].len);
+                quote!((#off, #len))
+            }
+            Places::Layout => {
+                let i = us(b.index());
+                quote!((#off, l.len[#i]))
+            }
+        }
+    }
+
+    /// The byte offset of buffer `b` in the arena.
+    fn offset(&self, b: crate::plan::BufferId) -> TokenStream {
+        match self.places {
+            Places::Constants => {
+                let name = &self.offset_names[b.index()];
+                quote!(offsets::#name)
+            }
+            Places::Layout => {
+                let i = us(b.index());
+                quote!(l.off[#i])
+            }
+        }
     }
 
     /// One kernel call, commented with its ONNX node.
-    fn step(&self, s: &Step, index: usize) -> Result<TokenStream, Error> {
+    pub(super) fn step(&self, s: &Step, index: usize) -> Result<TokenStream, Error> {
         if let Kernel::Concat(p) = &s.kernel
             && p.outer == 1
             && let Some(parts) = concat_parts(self.program, self.plan, s)
@@ -520,9 +562,14 @@ impl Emitter<'_> {
         let outs: Vec<TokenStream> = out_bufs
             .iter()
             .zip(&out_names)
-            .map(|(&b, name)| {
-                let b = &self.program.buffers[b.index()];
+            .map(|(&id, name)| {
+                let b = &self.program.buffers[id.index()];
                 let ty = elem_type(rt, b.dtype);
+                if b.scratch && self.places == Places::Layout {
+                    // Scratch may be lent at its largest size: the whole region.
+                    let i = us(id.index());
+                    return quote!(#rt::typed::view_mut::<#ty>(#name, l.len[#i] * 4 / core::mem::size_of::<#ty>())?);
+                }
                 let n = us(b.elems);
                 quote!(#rt::typed::view_mut::<#ty>(#name, #n)?)
             })
@@ -581,7 +628,7 @@ impl Emitter<'_> {
     fn concat_in_place(&self, s: &Step, parts: &[ConcatPart], index: usize) -> TokenStream {
         let rt = self.rt;
         let step_name = &s.node;
-        let out_name = &self.offset_names[s.output.index()];
+        let out_off = self.offset(s.output);
         let copies: Vec<&ConcatPart> = parts.iter().filter(|p| !p.in_place).collect();
         if copies.is_empty() {
             let comment = step_comment(s, Some("in place, no copy"));
@@ -595,8 +642,13 @@ impl Emitter<'_> {
         let mut refs = Vec::new();
         let mut calls = Vec::new();
         for (j, part) in copies.iter().enumerate() {
-            let (byte, len) = (us(part.at * 4), us(part.len));
-            muts.push(quote!((offsets::#out_name + #byte, #len)));
+            // Typed where it may become an expression added to a `usize`.
+            let byte = match self.places {
+                Places::Constants => us(part.at * 4),
+                Places::Layout => Literal::usize_suffixed(part.at * 4),
+            };
+            let len = us(part.len);
+            muts.push(quote!((#out_off + #byte, #len)));
             let out = format_ident!("out{}", j);
             let x = self.operand_arg(s.inputs[part.input], &mut refs);
             calls.push(quote!(#rt::kernels::copy(#x, #out);));

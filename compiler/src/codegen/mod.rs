@@ -3,6 +3,8 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod dynamic;
+pub mod fit;
 mod names;
 pub mod params_expr;
 mod tokens;

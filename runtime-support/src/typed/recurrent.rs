@@ -354,7 +354,9 @@ pub fn lstm<T: Elem>(
         y.is_empty() || y.len() == p.seq_len * g.state_len(),
         "lstm: Y"
     );
-    assert_eq!(scratch.len(), p.scratch_len(), "lstm: scratch");
+    // A build over declared ranges lends the scratch its largest size: use a prefix.
+    assert!(scratch.len() >= p.scratch_len(), "lstm: scratch");
+    let scratch = &mut scratch[..p.scratch_len()];
     let limit = p.has_clip.then_some(p.clip as f64);
     for d in 0..g.dirs {
         let w = &w[d * 4 * h * input..][..4 * h * input];
@@ -476,7 +478,9 @@ pub fn gru<T: Elem>(
         y.is_empty() || y.len() == p.seq_len * g.state_len(),
         "gru: Y"
     );
-    assert_eq!(scratch.len(), p.scratch_len(), "gru: scratch");
+    // A build over declared ranges lends the scratch its largest size: use a prefix.
+    assert!(scratch.len() >= p.scratch_len(), "gru: scratch");
+    let scratch = &mut scratch[..p.scratch_len()];
     let limit = p.has_clip.then_some(p.clip as f64);
     for d in 0..g.dirs {
         let w = &w[d * 3 * h * input..][..3 * h * input];
@@ -593,7 +597,9 @@ pub fn rnn<T: Elem>(
         y.is_empty() || y.len() == p.seq_len * g.state_len(),
         "rnn: Y"
     );
-    assert_eq!(scratch.len(), p.scratch_len(), "rnn: scratch");
+    // A build over declared ranges lends the scratch its largest size: use a prefix.
+    assert!(scratch.len() >= p.scratch_len(), "rnn: scratch");
+    let scratch = &mut scratch[..p.scratch_len()];
     let limit = p.has_clip.then_some(p.clip as f64);
     for d in 0..g.dirs {
         let w = &w[d * h * input..][..h * input];

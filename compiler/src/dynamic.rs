@@ -231,9 +231,19 @@ pub fn compile_over_ranges(
 /// largest), then all at their smallest and all in the middle. Only values of the
 /// ranges (on their steps).
 fn sample_points(declared: &[SymbolRange]) -> Vec<Vec<(&str, i64)>> {
+    // A dim of 1 is where lowering simplifies (a broadcast drops the axis, a copy
+    // merges it), so the code for the other values would not merge with it: the
+    // points start at 2 where the range has it, and the code made for them serves 1
+    // too (kernels take any extent, a stride over a dim of 1 is never followed).
     let at = |r: &SymbolRange, frac: f64| -> i64 {
-        let steps = (r.largest() - r.min) / r.step.max(1);
-        (r.min + r.step.max(1) * (steps as f64 * frac).round() as u64) as i64
+        let step = r.step.max(1);
+        let first = if r.min == 1 && r.largest() > step {
+            1 + step
+        } else {
+            r.min
+        };
+        let steps = (r.largest() - first) / step;
+        (first + step * (steps as f64 * frac).round() as u64) as i64
     };
     let largest: Vec<(&str, i64)> = declared
         .iter()
@@ -362,6 +372,13 @@ fn candidates(rp: &RangePlan) -> Vec<Dim> {
     for r in &rp.ranges {
         set.insert(Dim::sym(&r.name));
         set.insert(r.as_dim());
+    }
+    // A run of dims times a symbol it is not next to (a stride over a batch).
+    let runs: Vec<Dim> = set.iter().cloned().collect();
+    for r in &rp.declared {
+        for c in &runs {
+            set.insert(c.clone() * r.as_dim());
+        }
     }
     let bytes = rp
         .input

@@ -16,7 +16,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use kiln_compiler::{Compiled, Options, WeightsMode, compile, npy, parse_input_spec};
+use kiln_compiler::{
+    Compiled, Options, WeightsMode, compile, npy, parse_dim_spec, parse_input_spec,
+};
 use serde_json::Value;
 
 fn main() {
@@ -48,11 +50,122 @@ fn main() {
     };
     table.push_str("];\n");
     code.push_str(&table);
+    dynamic_cases(&dir, &out, &mut code);
     println!(
         "cargo:rustc-env=KILN_REAL_MODELS_MISSING={}",
         one_line(&missing)
     );
     std::fs::write(out.join("real_models.rs"), code).expect("writing real_models.rs");
+}
+
+/// The cases of `dynamic.json` (`scripts/make_dynamic_refs.py`): each compiled once over
+/// its declared ranges as module `dyn_CASE`, and the table `DYNAMIC` of its points.
+/// Without the file the table is empty and `KILN_DYNAMIC_MISSING` says why.
+fn dynamic_cases(dir: &Path, out: &Path, code: &mut String) {
+    let index = dir.join("dynamic.json");
+    println!("cargo:rerun-if-changed={}", index.display());
+    let mut table = String::from("pub const DYNAMIC: &[DynamicCase] = &[\n");
+    let cases = match read_index(&index) {
+        Ok(cases) => cases,
+        Err(why) => {
+            println!("cargo:rustc-env=KILN_DYNAMIC_MISSING={}", one_line(&why));
+            code.push_str(&table);
+            code.push_str("];\n");
+            return;
+        }
+    };
+    println!("cargo:rustc-env=KILN_DYNAMIC_MISSING=");
+    for case in &cases {
+        let row = dynamic_case(case, dir, out, code);
+        table.push_str(&row.unwrap_or_else(|why| {
+            let name = case.get("name").and_then(Value::as_str).unwrap_or("<unnamed>");
+            format!("    DynamicCase {{ name: {name:?}, model: \"\", compiled: Err({why:?}), points: &[] }},\n")
+        }));
+    }
+    table.push_str("];\n");
+    code.push_str(&table);
+}
+
+fn dynamic_case(case: &Value, dir: &Path, out: &Path, code: &mut String) -> Result<String, String> {
+    let name = str_field(case, "name")?;
+    if !is_ident(name) {
+        return Err(format!("dynamic.json: `{name}` is not a Rust identifier"));
+    }
+    let model = str_field(case, "model")?;
+    let file = dir.join(str_field(case, "file")?);
+    println!("cargo:rerun-if-changed={}", file.display());
+    let opts = Options {
+        name: Some(format!("dyn_{name}")),
+        input_dims: str_list(case, "kiln_inputs")?
+            .into_iter()
+            .map(|s| parse_input_spec(s).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?,
+        symbol_ranges: str_list(case, "kiln_dims")?
+            .into_iter()
+            .map(|s| parse_dim_spec(s).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?,
+        weights: WeightsMode::File,
+        ..Options::default()
+    };
+    let compiled = compile(&file, &opts).map_err(|e| format!("{}: {e}", file.display()))?;
+    compiled.write_to(out).map_err(|e| e.to_string())?;
+    let m = format!("dyn_{name}");
+    writeln!(
+        code,
+        "pub mod {m} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{m}.rs\")); }}\n\
+         struct Session_{m} {{ model: {m}::Model }}\n\
+         impl crate::DynamicSession for Session_{m} {{\n\
+             fn run(&mut self, inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<crate::DynamicRun, kiln_runtime::Error> {{\n\
+                 let dims = {m}::Dims::from_shapes(shapes)?;\n\
+                 let arena_bytes = {m}::arena_bytes(&dims)?;\n\
+                 let mut ctx = {m}::Context::with_dims(&dims)?;\n\
+                 let outs = self.model.run_bytes(&mut ctx, inputs, shapes)?;\n\
+                 let shapes = (0..{m}::N_OUTPUTS).map(|i| dims.output_shape(i)).collect::<Result<_, _>>()?;\n\
+                 Ok(crate::DynamicRun {{ outputs: outs.iter().map(|o| o.to_vec()).collect(), shapes, arena_bytes }})\n\
+             }}\n\
+             fn run_in(&mut self, dims_of: &[&[usize]], inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<(), kiln_runtime::Error> {{\n\
+                 let mut ctx = {m}::Context::with_dims(&{m}::Dims::from_shapes(dims_of)?)?;\n\
+                 self.model.run_bytes(&mut ctx, inputs, shapes).map(|_| ())\n\
+             }}\n\
+         }}\n\
+         fn load_{m}(weights: &str) -> Result<Box<dyn crate::DynamicSession>, kiln_runtime::Error> {{\n\
+             Ok(Box::new(Session_{m} {{ model: {m}::Model::load(weights)? }}))\n\
+         }}"
+    )
+    .unwrap();
+    let points = case
+        .get("points")
+        .and_then(Value::as_array)
+        .ok_or("dynamic.json: no `points` list")?;
+    let mut rows = String::new();
+    for p in points {
+        let files = |key: &str| -> Result<String, String> {
+            let list = p
+                .get(key)
+                .and_then(Value::as_array)
+                .ok_or(format!("dynamic.json: no `{key}`"))?;
+            list.iter()
+                .map(|io| str_field(io, "file").map(|f| format!("{f:?}, ")))
+                .collect()
+        };
+        let values: String = p
+            .get("point")
+            .and_then(Value::as_object)
+            .ok_or("dynamic.json: no `point`")?
+            .iter()
+            .map(|(k, v)| format!("({k:?}, {}), ", v.as_u64().unwrap_or(0)))
+            .collect();
+        rows.push_str(&format!(
+            "DynamicPoint {{ values: &[{values}], inputs: &[{}], outputs: &[{}] }}, ",
+            files("inputs")?,
+            files("outputs")?
+        ));
+    }
+    Ok(format!(
+        "    DynamicCase {{ name: {name:?}, model: {model:?}, compiled: Ok(DynamicBuild {{ \
+         arena_bytes_max: {m}::ARENA_BYTES_MAX, inputs: &{m}::INPUTS, outputs: &{m}::OUTPUTS, \
+         weights: concat!(env!(\"OUT_DIR\"), \"/{m}.weights.bin\"), load: load_{m} }}), points: &[{rows}] }},\n"
+    ))
 }
 
 fn one_line(s: &str) -> String {

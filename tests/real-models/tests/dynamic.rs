@@ -1,0 +1,214 @@
+//! Builds over declared ranges (`kiln compile --input x=1x3x48xW --dim W=32..2048`):
+//! each case of `dynamic.json` (`scripts/make_dynamic_refs.py`) is compiled once by
+//! `build.rs` and run at every one of its points, against onnxruntime on the same
+//! inputs, and at the static build's shape, against the static build, bit for bit.
+//! Every run's context holds exactly `arena_bytes(dims)`, and every arena region is
+//! bounds-checked, so a kernel reaching past the arena its dims need fails the run.
+
+use kiln_real_models::{
+    DynamicCase, compare, decode, find, module_inputs, read_data, real_models, require_dynamic_data,
+};
+
+fn case(name: &str) -> &'static DynamicCase {
+    require_dynamic_data();
+    real_models::DYNAMIC
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| {
+            panic!("{name} is not in dynamic.json; run scripts/make_dynamic_refs.py")
+        })
+}
+
+/// Runs `name` at every point and compares with onnxruntime (|kiln − ort| ≤ atol +
+/// rtol·|ort| per element, shapes exact); returns `arena_bytes(dims)` per point.
+fn check(name: &str, atol: f64, rtol: f64) {
+    let c = case(name);
+    let build = c
+        .compiled
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{name} does not compile: {e}"));
+    let mut session =
+        (build.load)(build.weights).unwrap_or_else(|e| panic!("{name}: loading: {e}"));
+    for p in c.points {
+        let inputs: Vec<_> = p
+            .inputs
+            .iter()
+            .map(|f| read_data(f).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+        let run = session
+            .run(&bytes, &shapes)
+            .unwrap_or_else(|e| panic!("{name} at {:?}: {e}", p.values));
+        assert!(
+            run.arena_bytes <= build.arena_bytes_max,
+            "{name}: arena above its max"
+        );
+        for (k, file) in p.outputs.iter().enumerate() {
+            let want = read_data(file).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                run.shapes[k], want.shape,
+                "{name} at {:?}: output {k}'s shape",
+                p.values
+            );
+            let got =
+                decode(&run.outputs[k], build.outputs[k].dtype).unwrap_or_else(|e| panic!("{e}"));
+            let e = compare(&got, &want.as_f64(), atol, rtol);
+            eprintln!(
+                "{name:<18} {:<36} output {k}: max abs {:.3e}, worst at {:.3} of the tolerance; arena {} of {} ({:.3})",
+                format!("{:?}", p.values),
+                e.max_abs,
+                e.used,
+                run.arena_bytes,
+                build.arena_bytes_max,
+                run.arena_bytes as f64 / build.arena_bytes_max as f64
+            );
+            assert!(
+                e.within,
+                "{name} at {:?}: output {k} differs from onnxruntime beyond atol {atol:e} + rtol {rtol:e}: max abs {:e}",
+                p.values, e.max_abs
+            );
+        }
+    }
+}
+
+/// The dynamic build at the static build's shape gives the static build's bytes, and
+/// needs no more arena (the plan keeps the order packed at the largest dims, so it may
+/// need more than a plan made for that one shape; printed).
+fn same_as_static(name: &str) {
+    let c = case(name);
+    let build = c
+        .compiled
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{name} does not compile: {e}"));
+    let (m, s) = find(c.model);
+    let inputs = module_inputs(m, s).unwrap_or_else(|e| panic!("{e}"));
+    let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+    let mut dynamic = (build.load)(build.weights).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut fixed = (s.load)(s.weights).unwrap_or_else(|e| panic!("{}: {e}", c.model));
+    let run = dynamic
+        .run(&bytes, &shapes)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let want = fixed
+        .run(&bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", c.model));
+    assert_eq!(run.outputs.len(), want.len());
+    for (k, (a, b)) in run.outputs.iter().zip(&want).enumerate() {
+        assert!(
+            a == b,
+            "{name}: output {k} is not bit-identical to the static build's"
+        );
+    }
+    eprintln!(
+        "{name}: at the static shape, arena {} (static build {}, max {})",
+        run.arena_bytes, s.arena_bytes, build.arena_bytes_max
+    );
+}
+
+/// CTC probabilities over widths 32 to 2048, one build (tolerance as for the static
+/// build of the same model).
+#[test]
+fn rec_width_matches_onnxruntime() {
+    check("rec_width", 1e-6, 1e-3);
+    same_as_static("rec_width");
+}
+
+/// Two symbols at once: batch and width.
+#[test]
+fn rec_batch_width_matches_onnxruntime() {
+    check("rec_batch_width", 1e-6, 1e-3);
+    same_as_static("rec_batch_width");
+}
+
+/// Batches of 1 to 8 of a MobileNetV3 classifier (1 is not a sampled point: the code
+/// made for 2..8 serves it).
+#[test]
+fn cls_batch_matches_onnxruntime() {
+    check("cls_batch", 1e-6, 1e-3);
+    same_as_static("cls_batch");
+}
+
+/// The model's own `DynamicDimension.0` batch.
+#[test]
+fn orientation_batch_matches_onnxruntime() {
+    check("orientation_batch", 1e-6, 1e-3);
+    same_as_static("orientation_batch");
+}
+
+/// An LSTM over 1 to 64 chunks: the sequence length reaches the recurrent kernel.
+#[test]
+fn vad_sequence_matches_onnxruntime() {
+    check("vad_sequence", 1e-5, 1e-4);
+    same_as_static("vad_sequence");
+}
+
+/// Every error a run at given dims can meet, with its message.
+#[test]
+fn run_time_dims_are_checked() {
+    let c = case("rec_width");
+    let build = c.compiled.as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let mut s = (build.load)(build.weights).unwrap_or_else(|e| panic!("{e}"));
+    let x = vec![0u8; 4 * 3 * 48 * 4000];
+    let mut err = |shape: &[usize], len: usize| {
+        s.run(&[&x[..len]], &[shape])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let n = |w: usize| 4 * 3 * 48 * w;
+    assert_eq!(
+        err(&[1, 3, 48, 4000], n(4000)),
+        "symbol `W` (input `x`, axis 3) is 4000, outside its declared range 32..=2048"
+    );
+    assert_eq!(
+        err(&[1, 3, 48, 31], n(31)),
+        "symbol `W` (input `x`, axis 3) is 31, outside its declared range 32..=2048"
+    );
+    assert_eq!(
+        err(&[1, 3, 47, 100], n(100)),
+        "input `x`, axis 2: expected 48, got 47"
+    );
+    assert_eq!(
+        err(&[2, 3, 48, 100], n(100)),
+        "input `x`, axis 0: expected 1, got 2"
+    );
+    assert_eq!(
+        err(&[3, 48, 100], n(100)),
+        "input `x` has rank 4, got a shape of rank 3"
+    );
+    assert_eq!(
+        err(&[1, 3, 48, 100], n(101)),
+        "input `x` must hold 57600 bytes (14400 elements of float32), got 58176"
+    );
+    // A context sized for W=100 is too small for W=1000, and says so.
+    let small: &[usize] = &[1, 3, 48, 100];
+    let e = s
+        .run_in(&[small], &[&x[..n(1000)]], &[&[1, 3, 48, 1000]])
+        .expect_err("a run needing more arena than the context holds");
+    assert!(
+        matches!(e, kiln_runtime::Error::ArenaTooSmall { needed, got } if needed > got),
+        "{e}"
+    );
+    // ...while W=64 fits in it.
+    s.run_in(&[small], &[&x[..n(64)]], &[&[1, 3, 48, 64]])
+        .expect("W=64 runs in an arena sized for W=100");
+}
+
+/// Every case of dynamic.json has a test above.
+#[test]
+fn every_case_is_tested() {
+    require_dynamic_data();
+    let mut listed: Vec<&str> = real_models::DYNAMIC.iter().map(|c| c.name).collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        [
+            "cls_batch",
+            "orientation_batch",
+            "rec_batch_width",
+            "rec_width",
+            "vad_sequence"
+        ]
+    );
+}

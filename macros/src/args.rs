@@ -4,6 +4,7 @@
 //! bad arguments are all reported at once and a bad argument does not hide the module
 //! name the stub needs (see `expand::stub`).
 
+use kiln_compiler::dim::{Dim, SymbolRange};
 use kiln_compiler::{Target, WeightsMode};
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
@@ -16,6 +17,8 @@ pub struct Args {
     pub path: LitStr,
     pub name: Option<Ident>,
     pub inputs: Vec<InputArg>,
+    /// Declared ranges (`dim = "W=32..2048"`), each with its literal's span.
+    pub dims: Vec<(SymbolRange, Span)>,
     pub alignment: Option<(usize, Span)>,
     pub weights: Option<WeightsMode>,
     pub target: Option<Target>,
@@ -24,15 +27,15 @@ pub struct Args {
     pub errors: Option<syn::Error>,
 }
 
-/// `input("data" = [1, 3, 224, 224])`.
+/// `input("data" = [1, 3, 224, 224])`, or with symbols: `input("x" = [1, 3, 48, W])`.
 pub struct InputArg {
     pub name: String,
-    pub dims: Vec<usize>,
+    pub dims: Vec<Dim>,
     /// The whole argument, for errors Kiln reports about this input.
     pub span: Span,
 }
 
-const ARGUMENTS: &str = "`name`, `input`, `alignment`, `weights`, `target` or `runtime`";
+const ARGUMENTS: &str = "`name`, `input`, `dim`, `alignment`, `weights`, `target` or `runtime`";
 
 const USAGE: &str = "expected the model's path as a string literal, relative to the crate's \
                      directory: include_model!(\"models/model.onnx\")";
@@ -49,6 +52,7 @@ impl Parse for Args {
             path,
             name: None,
             inputs: Vec::new(),
+            dims: Vec::new(),
             alignment: None,
             weights: None,
             target: None,
@@ -155,6 +159,20 @@ impl Args {
                 }
                 self.inputs.push(input);
             }
+            "dim" => {
+                const WHAT: &str = "a symbol's range as the CLI's --dim takes it: \
+                                    dim = \"W=32..2048\" (or \"W=32..2048:32\" for a step)";
+                let lit: LitStr = raw.value(WHAT)?;
+                let range = kiln_compiler::parse_dim_spec(&lit.value())
+                    .map_err(|e| syn::Error::new(lit.span(), e.to_string()))?;
+                if self.dims.iter().any(|(r, _)| r.name == range.name) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!("`{}` is declared twice", range.name),
+                    ));
+                }
+                self.dims.push((range, lit.span()));
+            }
             "alignment" => {
                 if self.alignment.is_some() {
                     return Err(twice());
@@ -222,8 +240,24 @@ impl Args {
     }
 }
 
-const INPUT_USAGE: &str =
-    "`input` expects an input's name and full shape: input(\"data\" = [1, 3, 224, 224])";
+const INPUT_USAGE: &str = "`input` expects an input's name and full shape: \
+                           input(\"data\" = [1, 3, 224, 224]); a dim may be a symbol \
+                           declared with `dim`: input(\"x\" = [1, 3, 48, W])";
+
+/// One dim of `input(...)`: a size, or a symbol (an identifier, or a string for a
+/// name that is not one, like `"DynamicDimension.0"`).
+fn parse_dim(input: ParseStream) -> syn::Result<Dim> {
+    if input.peek(LitInt) {
+        let lit: LitInt = input.parse()?;
+        return Ok(Dim::from(lit.base10_parse::<usize>()?));
+    }
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Ok(Dim::sym(&lit.value()));
+    }
+    let ident: Ident = input.parse()?;
+    Ok(Dim::sym(&ident.to_string()))
+}
 
 /// `input("data" = [1, 3, 224, 224])`.
 fn parse_input(raw: &RawArg) -> syn::Result<InputArg> {
@@ -253,13 +287,11 @@ fn parse_input(raw: &RawArg) -> syn::Result<InputArg> {
             }
             let dims;
             bracketed!(dims in input);
-            let dims = dims
-                .parse_terminated(LitInt::parse, Token![,])
-                .map_err(at)?;
-            let dims = dims
-                .iter()
-                .map(|d| d.base10_parse::<usize>().map_err(at))
-                .collect::<syn::Result<Vec<_>>>()?;
+            let dims: Vec<Dim> = dims
+                .parse_terminated(parse_dim, Token![,])
+                .map_err(at)?
+                .into_iter()
+                .collect();
             if !input.is_empty() {
                 return Err(input.error(INPUT_USAGE));
             }

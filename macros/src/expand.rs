@@ -52,8 +52,9 @@ fn compile(args: &Args) -> syn::Result<TokenStream> {
         input_dims: args
             .inputs
             .iter()
-            .map(|i| (i.name.clone(), kiln_compiler::dim::dims_of(&i.dims)))
+            .map(|i| (i.name.clone(), i.dims.clone()))
             .collect(),
+        symbol_ranges: args.dims.iter().map(|(r, _)| r.clone()).collect(),
         weights_dir: Some(weights_dir.clone()),
         ..Options::default()
     };
@@ -153,6 +154,11 @@ fn kiln_error(e: &kiln_compiler::Error, args: &Args) -> syn::Error {
             .find(|i| &i.name == input)
             .map(|i| i.span),
         Error::Options(m) if m.starts_with("alignment") => args.alignment.map(|(_, s)| s),
+        Error::Options(m) if m.starts_with("--dim") => args
+            .dims
+            .iter()
+            .find(|(r, _)| m.contains(&format!("{r}")))
+            .map(|(_, s)| *s),
         Error::Options(m) if m.starts_with("name") => args.name.as_ref().map(Ident::span),
         Error::Options(m) if m.starts_with("runtime path") => {
             args.runtime.as_ref().map(Spanned::span)

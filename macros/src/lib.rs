@@ -19,7 +19,11 @@
 //! ARGUMENT:
 //!     name = IDENT                     module name (default: the file stem, made an identifier)
 //!     input("NAME" = [D0, D1, ...])    full shape of an input; required for symbolic dims;
-//!                                      repeat for several inputs
+//!                                      repeat for several inputs. A dim may be a symbol
+//!                                      (`W`, or `"DynamicDimension.0"`) declared with `dim`
+//!     dim = "W=32..2048[:STEP]"        a symbol's range, as the CLI's --dim: the module
+//!                                      runs every shape in it (`Dims`, `arena_bytes`,
+//!                                      `run(&mut ctx, dims, inputs)`); repeat per symbol
 //!     alignment = BYTES                arena offset alignment (default 256; a power of two, 4..=256)
 //!     weights = embed | runtime        embed (default): in the binary, `Model::new()`;
 //!                                      runtime: `Model::load(path)` reads a weights file

@@ -39,6 +39,14 @@ pub struct RunArgs {
     /// Timed runs after one warm-up run; the median is reported.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 10))]
     pub runs: usize,
+    /// Declare a symbol's range (`W=32..2048`, `W=32..2048:32` for a step): one build
+    /// runs every shape in it, and the `--data` files' shapes give the dims of a run; a
+    /// second call with other shapes reuses the build.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long = "dim", value_name = "SYMBOL=MIN..MAX[:STEP]")
+    )]
+    pub dims: Vec<String>,
     /// Bind an input to a value at compile time (`NAME=FILE.npy`; see `kiln compile`).
     #[cfg_attr(feature = "cli", arg(long = "constant", value_name = "NAME=FILE.npy"))]
     pub constants: Vec<String>,
@@ -78,10 +86,16 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             .iter()
             .map(|s| crate::parse_constant_spec(s))
             .collect::<Result<_, _>>()?,
+        symbol_ranges: args
+            .dims
+            .iter()
+            .map(|s| crate::parse_dim_spec(s))
+            .collect::<Result<_, _>>()?,
         alignment: args.alignment,
         weights: WeightsMode::File,
         ..Options::default()
     };
+    let dynamic = !opts.symbol_ranges.is_empty();
     let model_bytes = std::fs::read(&args.model).map_err(io_err(&args.model))?;
     let compiled = compile(&args.model, &opts)?;
     let p = &compiled.plan;
@@ -101,6 +115,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         env!("CARGO_PKG_VERSION"),
         &model_bytes,
         &args.inputs,
+        &args.dims,
         args.alignment,
     )
         .hash(&mut h);
@@ -116,7 +131,13 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         &crate_dir.join("Cargo.toml"),
         &cargo_toml(&format!("{:016x}", h.finish()))?,
     )?;
-    write_if_changed(&src.join("main.rs"), DRIVER)?;
+    let driver = if dynamic {
+        let run = DRIVER.replace("(&mut ctx, &views", "(&mut ctx, &views, &shapes");
+        format!("{run}{DYNAMIC_SHAPES}")
+    } else {
+        format!("{DRIVER}{FIXED_SHAPES}")
+    };
+    write_if_changed(&src.join("main.rs"), driver.as_bytes())?;
 
     // Inputs: .npy data or seeded random values, handed over as raw little-endian bytes.
     let data: Vec<(String, PathBuf)> = args
@@ -143,7 +164,13 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         let values = match data.iter().find(|(n, _)| n == &io.name) {
             Some((_, file)) => {
                 let t = npy::read(file)?;
-                if t.shape != io.shape || t.dtype != io.dtype {
+                // Over declared ranges the module itself checks the shape it is given.
+                let shape_ok = if dynamic {
+                    t.shape.len() == io.shape.len()
+                } else {
+                    t.shape == io.shape
+                };
+                if !shape_ok || t.dtype != io.dtype {
                     return Err(Error::Input {
                         input: io.name.clone(),
                         message: format!(
@@ -169,7 +196,9 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         };
         let f = work.join(format!("input{i}.bin"));
         std::fs::write(&f, values.data.bytes()).map_err(io_err(&f))?;
-        input_files.push(f);
+        let dims: Vec<String> = values.shape.iter().map(usize::to_string).collect();
+        // The driver reads `FILE:SHAPE`; `x` for a scalar's empty shape.
+        input_files.push(format!("{}:x{}", f.display(), dims.join("x")));
     }
 
     let target_dir = cache.join("target");
@@ -216,14 +245,21 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     for (i, (io, _)) in compiled.program.outputs.iter().enumerate() {
         let f = out_dir.join(format!("output{i}.bin"));
         let bytes = std::fs::read(&f).map_err(io_err(&f))?;
+        // Over declared ranges, the shape the driver reported for this run.
+        let shape: Vec<usize> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("output_shape {i} ")))
+            .next()
+            .map(|s| s.split('x').filter_map(|d| d.parse().ok()).collect())
+            .unwrap_or_else(|| io.shape.clone());
         let t = crate::dispatch_dtype!(io.dtype, T => {
-            let mut v = vec![T::default(); io.shape.iter().product()];
+            let mut v = vec![T::default(); shape.iter().product()];
             let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
             if dst.len() != bytes.len() {
                 return Err(Error::Codegen(format!("output {} has {} bytes, expected {}", io.name, bytes.len(), dst.len())));
             }
             dst.copy_from_slice(&bytes);
-            Tensor::from_vec(io.shape.clone(), v)
+            Tensor::from_vec(shape.clone(), v)
         });
         let values: Vec<f64> = t.as_f64();
         let first: Vec<String> = values.iter().take(8).map(|v| format!("{v:.6}")).collect();
@@ -237,7 +273,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         println!(
             "output {} {:?}: [{}{}] (max {max:.6} at {argmax})",
             io.name,
-            io.shape,
+            shape,
             first.join(", "),
             if values.len() > 8 { ", ..." } else { "" }
         );
@@ -382,7 +418,7 @@ fn seeded_random(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// The driver program of the cached crate.
-const DRIVER: &[u8] = br#"// @generated by kiln run
+const DRIVER: &str = r#"// @generated by kiln run
 #[allow(dead_code)]
 mod model {
     include!("model.rs");
@@ -401,7 +437,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (weights, runs, out_dir, input_files) = (&args[1], args[2].parse::<usize>()?, &args[3], &args[4..]);
     let model = model::Model::load(weights)?;
-    let inputs: Vec<(Vec<u64>, usize)> = input_files
+    // Each argument is FILE:xD0xD1... (the input's shape).
+    let (files, shapes): (Vec<&str>, Vec<Vec<usize>>) = input_files
+        .iter()
+        .map(|a| {
+            let (f, s) = a.rsplit_once(':').unwrap_or((a, "x"));
+            (f, s.split('x').filter(|d| !d.is_empty()).map(|d| d.parse().unwrap_or(0)).collect())
+        })
+        .unzip();
+    let shapes: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let _ = &shapes;
+    let inputs: Vec<(Vec<u64>, usize)> = files
         .iter()
         .map(|f| std::fs::read(f).map(|b| (kiln_runtime::io::aligned_words(&b), b.len())))
         .collect::<Result<_, _>>()?;
@@ -425,6 +471,26 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let outputs = model.run_bytes(&mut ctx, &views)?;
     for (i, o) in outputs.iter().enumerate() {
         std::fs::write(format!("{out_dir}/output{i}.bin"), o)?;
+    }
+    print_output_shapes(&shapes)?;
+    Ok(())
+}
+"#;
+
+/// The driver's end for a fixed-shape module: the outputs' shapes are `OUTPUTS`'.
+const FIXED_SHAPES: &str = r#"
+fn print_output_shapes(_: &[&[usize]]) -> Result<(), kiln_runtime::Error> {
+    Ok(())
+}
+"#;
+
+/// The driver's end for a module over declared ranges: the shapes of this run.
+const DYNAMIC_SHAPES: &str = r#"
+fn print_output_shapes(shapes: &[&[usize]]) -> Result<(), kiln_runtime::Error> {
+    let dims = model::Dims::from_shapes(shapes)?;
+    for i in 0..model::N_OUTPUTS {
+        let s: Vec<String> = dims.output_shape(i)?.iter().map(usize::to_string).collect();
+        println!("output_shape {i} {}", s.join("x"));
     }
     Ok(())
 }

@@ -365,3 +365,64 @@ fn run_builds_runs_and_reuses_the_build() {
     let again = kiln_compiler::npy::read(&out.join("prob.npy")).unwrap();
     assert_eq!(again, prob, "same inputs, same outputs");
 }
+
+/// `kiln run --dim`: one build over the declared range, run on `.npy` data of two
+/// shapes; the second shape reuses the build, and each output has its run's shape.
+#[test]
+fn run_with_declared_dims_serves_every_shape_from_one_build() {
+    let dir = TempDir::new("run-dims");
+    let model = write_model(dir.path(), true);
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-run-cache");
+    let input: Vec<f32> = (0..3 * 3 * 8 * 8)
+        .map(|i| (i % 13) as f32 / 13.0 - 0.5)
+        .collect();
+    let run = |n: usize| {
+        let data = dir.join(format!("x{n}.npy"));
+        let t = kiln_compiler::tensor::Tensor::f32(vec![n, 3, 8, 8], input[..n * 192].to_vec());
+        std::fs::write(&data, kiln_compiler::npy::to_bytes(&t)).unwrap();
+        let out = dir.join(format!("out{n}"));
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["run", s(&model), "--input", "x=Nx3x8x8", "--dim", "N=1..4"])
+            .args([
+                "--data",
+                &format!("x={}", s(&data)),
+                "--out",
+                s(&out),
+                "--runs",
+                "1",
+            ])
+            .env("KILN_CACHE_DIR", &cache)
+            .output()
+            .expect("running kiln");
+        assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+        assert!(
+            stdout(&o).contains(&format!("output prob [{n}, ")),
+            "{}",
+            stdout(&o)
+        );
+        kiln_compiler::npy::read(&out.join("prob.npy")).unwrap()
+    };
+    let two = run(2);
+    let built = |cache: &Path| -> Vec<(PathBuf, std::time::SystemTime)> {
+        let mut v: Vec<_> = std::fs::read_dir(cache.join("target/release"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name().to_string_lossy().starts_with("kiln-run-")
+                    && e.path().extension().is_none()
+            })
+            .map(|e| (e.path(), e.metadata().unwrap().modified().unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = built(&cache);
+    let three = run(3);
+    assert_eq!(built(&cache), before, "a second shape rebuilt the driver");
+    assert_eq!((two.shape[0], three.shape[0]), (2, 3));
+    // The batch items are independent: the first two rows agree.
+    let (a, b) = (two.values::<f32>().unwrap(), three.values::<f32>().unwrap());
+    for (p, q) in a.iter().zip(b) {
+        assert!((p - q).abs() < 1e-6, "{p} vs {q}");
+    }
+}

@@ -123,6 +123,18 @@ fn dynamic_case(case: &Value, dir: &Path, out: &Path, code: &mut String) -> Resu
                  let shapes = (0..{m}::N_OUTPUTS).map(|i| dims.output_shape(i)).collect::<Result<_, _>>()?;\n\
                  Ok(crate::DynamicRun {{ outputs: outs.iter().map(|o| o.to_vec()).collect(), shapes, arena_bytes }})\n\
              }}\n\
+             fn median_ms(&mut self, inputs: &[&[u8]], shapes: &[&[usize]], runs: usize) -> Result<f64, kiln_runtime::Error> {{\n\
+                 let mut ctx = {m}::Context::with_dims(&{m}::Dims::from_shapes(shapes)?)?;\n\
+                 self.model.run_bytes(&mut ctx, inputs, shapes)?;\n\
+                 let mut t = Vec::with_capacity(runs);\n\
+                 for _ in 0..runs.max(1) {{\n\
+                     let start = std::time::Instant::now();\n\
+                     std::hint::black_box(self.model.run_bytes(&mut ctx, inputs, shapes)?);\n\
+                     t.push(start.elapsed().as_secs_f64() * 1e3);\n\
+                 }}\n\
+                 t.sort_by(f64::total_cmp);\n\
+                 Ok(t[t.len() / 2])\n\
+             }}\n\
              fn run_in(&mut self, dims_of: &[&[usize]], inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<(), kiln_runtime::Error> {{\n\
                  let mut ctx = {m}::Context::with_dims(&{m}::Dims::from_shapes(dims_of)?)?;\n\
                  self.model.run_bytes(&mut ctx, inputs, shapes).map(|_| ())\n\

@@ -102,6 +102,14 @@ pub trait DynamicSession {
         inputs: &[&[u8]],
         shapes: &[&[usize]],
     ) -> Result<DynamicRun, kiln_runtime::Error>;
+    /// The median wall time of `runs` runs (after one warm-up) in one context sized
+    /// for these shapes, in milliseconds.
+    fn median_ms(
+        &mut self,
+        inputs: &[&[u8]],
+        shapes: &[&[usize]],
+        runs: usize,
+    ) -> Result<f64, kiln_runtime::Error>;
     /// Runs on `inputs` of `shapes` in a context sized for the dims `dims_of` gives.
     fn run_in(
         &mut self,

@@ -1,0 +1,127 @@
+//! Latency of the builds over declared ranges (`dynamic.json`) at each of their points,
+//! next to onnxruntime on the same inputs in the same run, and at the static build's
+//! shape next to the static build: the cost of dims read at run time. Single-threaded;
+//! prints a markdown table; asserts nothing.
+//!
+//! `cargo bench -p kiln-real-models --bench dynamic` (needs the data of
+//! `scripts/make_dynamic_refs.py` and .venv). `KILN_BENCH_RUNS` sets the timed runs
+//! (default 20, after one warm-up; onnxruntime's in `scripts/ort_bench.py`).
+
+use std::path::Path;
+use std::process::Command;
+
+use kiln_real_models::{
+    data_path, find, module_inputs, read_data, real_models, require_dynamic_data,
+};
+
+/// onnxruntime's median over `runs` on `inputs` (`NAME=FILE`), or why there is none.
+fn ort_median_ms(onnx: &str, inputs: &[(String, String)], runs: usize) -> Result<f64, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = Command::new(root.join(".venv/bin/python"));
+    cmd.arg(root.join("scripts/ort_bench.py")).arg(onnx);
+    for (name, file) in inputs {
+        cmd.arg(format!("{name}={}", data_path(file).display()));
+    }
+    let out = cmd
+        .arg(runs.to_string())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("\"median_ms\":").ok_or("no median_ms")? + 12;
+    text[at..]
+        .trim_start()
+        .split([',', '}'])
+        .next()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no number in {text:?}"))
+}
+
+fn main() {
+    require_dynamic_data();
+    let runs: usize = std::env::var("KILN_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    println!(
+        "| case | point | dynamic ms | static ms | ort ms | dynamic/static | dynamic/ort | arena / max |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for case in real_models::DYNAMIC {
+        let Ok(build) = &case.compiled else {
+            println!("| {} | does not compile | | | | | | |", case.name);
+            continue;
+        };
+        let mut session = (build.load)(build.weights).expect("loading the dynamic build");
+        let (m, s) = find(case.model);
+        // The static build's own shape first, then the points.
+        let static_inputs = module_inputs(m, s).expect("the static build's inputs");
+        let mut rows: Vec<(
+            String,
+            Vec<kiln_compiler::tensor::Tensor>,
+            Vec<(String, String)>,
+            bool,
+        )> = vec![(
+            "static shape".into(),
+            static_inputs,
+            m.inputs
+                .iter()
+                .map(|io| (io.name.to_owned(), io.file.to_owned()))
+                .collect(),
+            true,
+        )];
+        for p in case.points {
+            let inputs = p
+                .inputs
+                .iter()
+                .map(|f| read_data(f).expect("point input"))
+                .collect();
+            let names = build
+                .inputs
+                .iter()
+                .zip(p.inputs)
+                .map(|(i, f)| (i.name.to_owned(), (*f).to_owned()))
+                .collect();
+            rows.push((format!("{:?}", p.values), inputs, names, false));
+        }
+        let mut fixed = (s.load)(s.weights).expect("loading the static build");
+        for (label, inputs, files, is_static) in rows {
+            let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+            let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+            let dynamic = session
+                .median_ms(&bytes, &shapes, runs)
+                .expect("dynamic run");
+            let arena = session
+                .run(&bytes, &shapes)
+                .expect("dynamic run")
+                .arena_bytes;
+            let fixed_ms = is_static.then(|| {
+                fixed.run_only(&bytes).expect("static run");
+                let mut t: Vec<f64> = (0..runs)
+                    .map(|_| {
+                        let start = std::time::Instant::now();
+                        fixed.run_only(&bytes).expect("static run");
+                        start.elapsed().as_secs_f64() * 1e3
+                    })
+                    .collect();
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            });
+            let ort = ort_median_ms(m.onnx, &files, runs);
+            let cell = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
+            println!(
+                "| {} | {label} | {dynamic:.3} | {} | {} | {} | {} | {:.3} |",
+                case.name,
+                cell(fixed_ms),
+                ort.as_ref()
+                    .map_or_else(|e| format!("({e})"), |v| format!("{v:.3}")),
+                cell(fixed_ms.map(|f| dynamic / f)),
+                ort.as_ref()
+                    .map_or_else(|_| String::new(), |o| format!("{:.2}", dynamic / o)),
+                arena as f64 / build.arena_bytes_max as f64,
+            );
+        }
+    }
+}

@@ -39,6 +39,15 @@ fn ort_median_ms(onnx: &str, inputs: &[(String, String)], runs: usize) -> Result
         .ok_or_else(|| format!("no number in {text:?}"))
 }
 
+/// One line of the table: a shape's inputs, and their files for onnxruntime.
+struct Row {
+    label: String,
+    inputs: Vec<kiln_compiler::tensor::Tensor>,
+    files: Vec<(String, String)>,
+    /// The static build's shape (timed with the static build too).
+    is_static: bool,
+}
+
 fn main() {
     require_dynamic_data();
     let runs: usize = std::env::var("KILN_BENCH_RUNS")
@@ -58,20 +67,16 @@ fn main() {
         let (m, s) = find(case.model);
         // The static build's own shape first, then the points.
         let static_inputs = module_inputs(m, s).expect("the static build's inputs");
-        let mut rows: Vec<(
-            String,
-            Vec<kiln_compiler::tensor::Tensor>,
-            Vec<(String, String)>,
-            bool,
-        )> = vec![(
-            "static shape".into(),
-            static_inputs,
-            m.inputs
+        let mut rows = vec![Row {
+            label: "static shape".into(),
+            inputs: static_inputs,
+            files: m
+                .inputs
                 .iter()
                 .map(|io| (io.name.to_owned(), io.file.to_owned()))
                 .collect(),
-            true,
-        )];
+            is_static: true,
+        }];
         for p in case.points {
             let inputs = p
                 .inputs
@@ -84,10 +89,21 @@ fn main() {
                 .zip(p.inputs)
                 .map(|(i, f)| (i.name.to_owned(), (*f).to_owned()))
                 .collect();
-            rows.push((format!("{:?}", p.values), inputs, names, false));
+            rows.push(Row {
+                label: format!("{:?}", p.values),
+                inputs,
+                files: names,
+                is_static: false,
+            });
         }
         let mut fixed = (s.load)(s.weights).expect("loading the static build");
-        for (label, inputs, files, is_static) in rows {
+        for Row {
+            label,
+            inputs,
+            files,
+            is_static,
+        } in rows
+        {
             let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
             let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
             let dynamic = session

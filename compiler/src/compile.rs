@@ -81,6 +81,12 @@ pub struct Options {
     /// that set shapes (a Reshape target, Reduce axes, TopK's k) until dynamic shapes
     /// exist; the value's type and shape must match the model's declaration.
     pub constant_inputs: Vec<(String, Tensor)>,
+    /// Values computed at run time even when their inputs are constants: a build over
+    /// declared ranges ([`crate::dynamic`]) sets this for the values whose contents
+    /// depend on the dims (MiniLM's position indices), which a weight could hold only
+    /// for one shape.
+    #[doc(hidden)]
+    pub unfolded: std::collections::BTreeSet<String>,
 }
 
 impl Default for Options {
@@ -95,6 +101,7 @@ impl Default for Options {
             runtime_path: "::kiln_runtime".into(),
             weights_dir: None,
             constant_inputs: Vec::new(),
+            unfolded: Default::default(),
         }
     }
 }
@@ -214,7 +221,13 @@ fn load_and_infer(
     loop {
         let mut graph = load::load_proto(model)?;
         bind_constant_inputs(&mut graph, &opts.constant_inputs)?;
-        match infer::infer(&mut graph, &dims, &opts.symbol_ranges, symbols) {
+        match infer::infer(
+            &mut graph,
+            &dims,
+            &opts.symbol_ranges,
+            symbols,
+            &opts.unfolded,
+        ) {
             Ok(()) => return Ok(graph),
             Err(Error::InlineBranch { node_index, then }) => {
                 load::inline_branch(model, node_index, then)?;

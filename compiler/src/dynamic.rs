@@ -145,16 +145,37 @@ pub fn compile_over_ranges(
     }
     let mut named = opts.clone();
     named.name = Some(name.to_owned());
-    let rp = plan_over_ranges(bytes, source, &named)?;
-    let points = sample_points(&rp.declared);
+    let points = sample_points(&opts.symbol_ranges);
+    // A constant folded from the dims (an index table built with Range) would be a
+    // weight right for one shape only: each such weight, and what it is computed from,
+    // is left to run time and the model planned again.
+    let (rp, programs) = loop {
+        let rp = plan_over_ranges(bytes, source, &named)?;
+        let at_max = &rp.at_max.program;
+        let mut programs = Vec::with_capacity(points.len());
+        let mut again = false;
+        for pt in points.iter().skip(1) {
+            let bind = dim::bind(&rp.ranges, pt);
+            let fixed = fixed_options(&named, &rp.symbolic, &bind)?;
+            let program = lower_program(bytes, &fixed).map_err(|e| at_point(pt, e))?;
+            if let Some(weight) = differing_weight(at_max, &program) {
+                let before = named.unfolded.len();
+                named
+                    .unfolded
+                    .extend(computed_from_dims(&rp.symbolic, &weight));
+                if named.unfolded.len() > before {
+                    again = true;
+                    break;
+                }
+            }
+            programs.push(in_order_of(at_max, program, pt)?);
+        }
+        if !again {
+            break (rp, programs);
+        }
+    };
     let binds: Vec<_> = points.iter().map(|pt| dim::bind(&rp.ranges, pt)).collect();
     let at_max = &rp.at_max.program;
-    let mut programs = Vec::with_capacity(points.len());
-    for (pt, bind) in points.iter().zip(&binds).skip(1) {
-        let fixed = fixed_options(&named, &rp.symbolic, bind)?;
-        let program = lower_program(bytes, &fixed).map_err(|e| at_point(pt, e))?;
-        programs.push(in_order_of(at_max, program, pt)?);
-    }
     let mut plans = Vec::with_capacity(points.len());
     for (pt, bind) in points.iter().zip(&binds) {
         let (_, plan) = rp
@@ -237,7 +258,8 @@ fn sample_points(declared: &[SymbolRange]) -> Vec<Vec<(&str, i64)>> {
     // too (kernels take any extent, a stride over a dim of 1 is never followed).
     let at = |r: &SymbolRange, frac: f64| -> i64 {
         let step = r.step.max(1);
-        let first = if r.min == 1 && r.largest() > step {
+        // ... as long as two values remain, so that the symbol still varies.
+        let first = if r.min == 1 && r.largest() > 2 * step {
             1 + step
         } else {
             r.min
@@ -304,22 +326,9 @@ fn in_order_of(
     if names(&program) != names(reference) {
         return Err(differs("other buffers".into()));
     }
-    if program.weights != reference.weights {
-        let entry = program
-            .weight_entries
-            .iter()
-            .zip(&reference.weight_entries)
-            .find(|(a, b)| {
-                let bytes = |p: &Program, e: &crate::lower::WeightEntry| {
-                    p.weights
-                        .get(e.offset * 4..(e.offset + e.len) * 4)
-                        .map(<[u8]>::to_vec)
-                };
-                a.name != b.name || bytes(&program, a) != bytes(reference, b)
-            })
-            .map_or_else(|| "?".to_owned(), |(a, _)| a.name.clone());
+    if let Some(entry) = differing_weight(reference, &program) {
         return Err(differs(format!(
-            "the constant `{entry}` (folded from the dims?) has other values"
+            "the constant `{entry}` (computed from the dims) has other values"
         )));
     }
     let key = |steps: &[crate::lower::Step]| {
@@ -352,6 +361,58 @@ fn in_order_of(
     }
     program.steps = ordered;
     Ok(program)
+}
+
+/// The first weight of `program` that differs from `reference`'s, by name.
+fn differing_weight(reference: &Program, program: &Program) -> Option<String> {
+    if program.weights == reference.weights {
+        return None;
+    }
+    let bytes = |p: &Program, e: &crate::lower::WeightEntry| {
+        p.weights
+            .get(e.offset * 4..(e.offset + e.len) * 4)
+            .map(<[u8]>::to_vec)
+    };
+    let differs = program
+        .weight_entries
+        .iter()
+        .zip(&reference.weight_entries)
+        .find(|(a, b)| a.name != b.name || bytes(program, a) != bytes(reference, b));
+    Some(differs.map_or_else(
+        || "(the weights' layout)".to_owned(),
+        |(a, _)| a.name.clone(),
+    ))
+}
+
+/// `name` and the values it is computed from whose shapes depend on the symbols
+/// (walking up while they do; shape values, read at compile time, stay constants).
+fn computed_from_dims(symbolic: &Graph, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![name.to_owned()];
+    while let Some(n) = todo.pop() {
+        let Some(id) = symbolic.values.iter().position(|v| v.name == n) else {
+            continue;
+        };
+        let v = &symbolic.values[id];
+        let symbolic_dims = v.dims.is_some() && v.dims().iter().any(|d| !d.is_known());
+        if !symbolic_dims || v.sym.is_some() || out.contains(&n) {
+            continue;
+        }
+        out.push(n);
+        if let Some(node) = symbolic
+            .nodes
+            .iter()
+            .find(|node| node.outputs.iter().any(|o| o.index() == id))
+        {
+            todo.extend(
+                node.inputs
+                    .iter()
+                    .flatten()
+                    .map(|&i| symbolic.value(i).name.clone()),
+            );
+        }
+    }
+    out
 }
 
 /// The expressions a varying literal may be a multiple of: the product of any run of

@@ -59,6 +59,7 @@ pub fn infer(
     input_dims: &HashMap<String, Vec<Dim>>,
     ranges: &[SymbolRange],
     symbols: Symbols,
+    unfolded: &std::collections::BTreeSet<String>,
 ) -> Result<(), Error> {
     for r in ranges {
         crate::dim::check_range(r).map_err(|m| Error::Options(format!("--dim {r}: {m}")))?;
@@ -109,7 +110,7 @@ pub fn infer(
         if let Some(cond) = constant_if(graph, index) {
             return Err(cond);
         }
-        infer_node(graph, index, &all_ranges).map_err(|message| {
+        infer_node(graph, index, &all_ranges, unfolded).map_err(|message| {
             let node = &graph.nodes[index];
             Error::Node {
                 node: node.name.clone(),
@@ -208,7 +209,12 @@ fn example_dims(dims: &[Dim], ranges: &[SymbolRange]) -> String {
 
 type R<T> = Result<T, String>;
 
-fn infer_node(graph: &mut Graph, index: usize, ranges: &[SymbolRange]) -> R<()> {
+fn infer_node(
+    graph: &mut Graph,
+    index: usize,
+    ranges: &[SymbolRange],
+    unfolded: &std::collections::BTreeSet<String>,
+) -> R<()> {
     let node = &graph.nodes[index];
     for (i, v) in node.inputs.iter().enumerate() {
         if let Some(v) = v
@@ -252,7 +258,19 @@ fn infer_node(graph: &mut Graph, index: usize, ranges: &[SymbolRange]) -> R<()> 
         .iter()
         .flatten()
         .all(|&v| graph.value(v).constant.is_some());
+    let run_time = node
+        .outputs
+        .iter()
+        .any(|&v| unfolded.contains(&graph.value(v).name));
+    if run_time {
+        // Rules that know their value from shapes alone (Range, the views of a
+        // constant) give it too: left to run time, it is computed there.
+        for o in &mut outs {
+            o.constant = None;
+        }
+    }
     if all_const
+        && !run_time
         && outs.iter().any(|o| o.constant.is_none())
         && let Some(fixed) = fixed
         && fixed.iter().all(|o| foldable(&o.shape))

@@ -1481,10 +1481,11 @@ fn dim_specs() {
     }
 }
 
-/// A declared symbol gets past "give it with --input" but not yet past code
-/// generation, which still needs every dim fixed: the error says so and how to fix it.
+/// A declared symbol compiles to one build over its range (`Dims`, `SYMBOLS`,
+/// `arena_bytes`); what that build cannot serve is an error naming the option: the
+/// CUDA target, and a symbol no input has as a dim of its own (run cannot read it).
 #[test]
-fn declared_symbols_are_not_yet_compiled() {
+fn declared_symbols_compile_over_their_range() {
     let bytes = Model::new(13)
         .input_sym("x", &["N", "3"])
         .node(Node::new("Relu", &["x"], &["y"]))
@@ -1494,11 +1495,37 @@ fn declared_symbols_are_not_yet_compiled() {
         symbol_ranges: vec![kiln_compiler::parse_dim_spec("N=2..8").unwrap()],
         ..Options::default()
     };
-    let e = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &opts).unwrap_err();
+    let c = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &opts).unwrap();
+    for item in [
+        "pub struct Dims",
+        "pub const DIMS_MAX: Dims = Dims { n: 8 };",
+        "pub fn arena_bytes(dims: &Dims)",
+        "::kiln_runtime::dims::size(3i64 * s.n)",
+    ] {
+        assert!(c.code.contains(item), "{item} missing from:\n{}", c.code);
+    }
+    let cuda = Options {
+        target: kiln_compiler::Target::Cuda,
+        ..opts.clone()
+    };
+    let e = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &cuda).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "input `x`: dim 0 is `N`, declared with --dim, but Kiln cannot yet generate code for \
-         dims that vary at run time; fix it with --input x=DIMS (for example 2x3)"
+        "invalid option: dims declared with --dim build for the CPU target only, for now; fix \
+         every dim with --input for --target cuda"
+    );
+    let unread = Options {
+        symbol_ranges: vec![
+            kiln_compiler::parse_dim_spec("N=2..8").unwrap(),
+            kiln_compiler::parse_dim_spec("M=1..4").unwrap(),
+        ],
+        ..Options::default()
+    };
+    let e = kiln_compiler::compile_bytes(&bytes, "t.onnx", "t", &unread).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid option: --dim M=1..4: no input of the model (x) has `M` as a dim of its own, \
+         so its value cannot be read from the input shapes"
     );
     // --input may rename it and give the others.
     let opts = Options {

@@ -446,8 +446,17 @@ impl Operator for ConstantOp {
             _ => Ok(vec![Fact::constant(self.value(cx)?)]),
         }
     }
-    fn lower(&self, _: &mut LowerCx) -> R<()> {
-        Err("should have been folded to a constant".into())
+    fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        match self {
+            // Left to run time by a build over declared ranges (its length is a dim).
+            ConstantOp::Range => {
+                let d = cx.dtype(0)?;
+                let (start, delta) = (cx.operand(0)?, cx.operand(2)?);
+                cx.typed(TypedCall::bare("range", vec![d]), vec![start, delta], 0)?;
+                Ok(())
+            }
+            _ => Err("should have been folded to a constant".into()),
+        }
     }
     impl_as_any!();
 }

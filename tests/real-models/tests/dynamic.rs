@@ -136,6 +136,15 @@ fn orientation_batch_matches_onnxruntime() {
     same_as_static("orientation_batch");
 }
 
+/// A BERT-style encoder (MiniLM, int8 weights) at sequence lengths 1 to 512 and
+/// batches of 1 and 2: its position indices (Range over the sequence, folded to a
+/// constant in a fixed build) are computed at run time. Tolerance as for the static build.
+#[test]
+fn minilm_sequence_matches_onnxruntime() {
+    check("minilm_sequence", 1e-5, 1e-4);
+    same_as_static("minilm_sequence");
+}
+
 /// An LSTM over 1 to 64 chunks: the sequence length reaches the recurrent kernel.
 #[test]
 fn vad_sequence_matches_onnxruntime() {
@@ -205,6 +214,7 @@ fn every_case_is_tested() {
         listed,
         [
             "cls_batch",
+            "minilm_sequence",
             "orientation_batch",
             "rec_batch_width",
             "rec_width",

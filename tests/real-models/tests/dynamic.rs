@@ -204,6 +204,26 @@ fn run_time_dims_are_checked() {
         .expect("W=64 runs in an arena sized for W=100");
 }
 
+/// Inputs sharing a symbol must agree on it (MiniLM's three inputs are all
+/// `[batch, sequence]`), and a symbol off its step is refused.
+#[test]
+fn inputs_agree_on_shared_symbols() {
+    let c = case("minilm_sequence");
+    let build = c.compiled.as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let mut s = (build.load)(build.weights).unwrap_or_else(|e| panic!("{e}"));
+    let ids = vec![0u8; 8 * 2 * 16];
+    let e = s
+        .run(&[&ids, &ids, &ids], &[&[2, 16], &[2, 15], &[2, 16]])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        e,
+        "input `attention_mask`, axis 1: is 15, but `sequence` is 16 with the dims read so \
+         far (`sequence` from input `input_ids`, axis 1)"
+    );
+}
+
 /// Every case of dynamic.json has a test above.
 #[test]
 fn every_case_is_tested() {

@@ -238,8 +238,14 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let compiled = compile(&model.model, &opts)?;
             let path = compiled.write_to(&out_dir)?;
             let p = &compiled.plan;
+            // Over declared ranges the plan is the largest point's: say it is a maximum.
+            let arena = if p.strategy == "dynamic" {
+                "arena at most"
+            } else {
+                "arena"
+            };
             println!(
-                "wrote {} and {} ({} steps, arena {} bytes, lower bound {} bytes, naive {} bytes, weights {} bytes)",
+                "wrote {} and {} ({} steps, {arena} {} bytes, lower bound {} bytes, naive {} bytes, weights {} bytes)",
                 path.display(),
                 out_dir.join(compiled.weights_file_name()).display(),
                 compiled.program.steps.len(),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one fuzz target for SECONDS in the background-friendly way this machine needs
 # (2 shared cores: one worker, niced). Usage: compiler/fuzz/run.sh TARGET SECONDS
-#   TARGET: compile_bytes | compile_with_dims | mutate_graph
+#   TARGET: compile_bytes | compile_with_dims | compile_with_ranges | mutate_graph
 # Seeds: compiler/fuzz/seed.sh writes corpus/TARGET from testdata/ (node tests, zoo
 # and edge models). Crashes land in artifacts/TARGET.
 #

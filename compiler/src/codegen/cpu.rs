@@ -75,8 +75,14 @@ impl<'a> Emitter<'a> {
         let common = common_items(p, self.plan, opts, rt, &self.offset_names);
         let fields = IoFields::new(p);
         let (in_fields, out_fields) = (&fields.inputs, &fields.outputs);
-        let in_docs = p.inputs.iter().map(io_doc);
-        let out_docs = p.outputs.iter().map(|(io, _)| io_doc(io));
+        let api = host_api(
+            p,
+            rt,
+            opts,
+            &[" Typed inputs, one field per model input."],
+            &[" Typed outputs, borrowed from the [`Context`]."],
+        );
+        let (api_types, api_weights) = (&api.types, &api.weights);
         let out_regions: Vec<TokenStream> = p
             .outputs
             .iter()
@@ -93,9 +99,6 @@ impl<'a> Emitter<'a> {
             .collect();
         let in_idx: Vec<Literal> = (0..p.inputs.len()).map(us).collect();
         let out_idx: Vec<Literal> = (0..p.outputs.len()).map(us).collect();
-        let in_types: Vec<TokenStream> = p.inputs.iter().map(|io| api_type(rt, io)).collect();
-        let out_types: Vec<TokenStream> =
-            p.outputs.iter().map(|(io, _)| api_type(rt, io)).collect();
         let out_views: Vec<TokenStream> = p
             .outputs
             .iter()
@@ -108,13 +111,6 @@ impl<'a> Emitter<'a> {
                 }
             })
             .collect();
-        // A model without inputs still has an `Inputs<'a>`; the marker uses the lifetime.
-        let marker = if p.inputs.is_empty() {
-            quote!(#[doc(hidden)] pub _marker: core::marker::PhantomData<&'a ()>,)
-        } else {
-            quote!()
-        };
-
         let chunks: Vec<&[Step]> = p.steps.chunks(opts.steps_per_fn.max(1)).collect();
         let part_names: Vec<syn::Ident> = (0..chunks.len())
             .map(|i| format_ident!("part_{}", i))
@@ -141,20 +137,6 @@ impl<'a> Emitter<'a> {
             })
             .collect::<Result<Vec<_>, Error>>()?;
 
-        let weights_file = &opts.weights_file;
-        let embed = match opts.weights {
-            WeightsMode::Embed => quote! {
-                static WEIGHTS: &#rt::weights::Aligned<[u8]> = &#rt::weights::Aligned(*include_bytes!(#weights_file));
-
-                impl Model {
-                    /// The model with the weights embedded in this binary.
-                    pub fn new() -> Result<Self, #rt::Error> {
-                        Self::from_weights(#rt::Weights::from_static(WEIGHTS, WEIGHTS_BYTES)?)
-                    }
-                }
-            },
-            WeightsMode::File => quote!(),
-        };
         Ok(quote! {
             #common
 
@@ -181,40 +163,10 @@ impl<'a> Emitter<'a> {
                 }
             }
 
-            /// Typed inputs, one field per model input.
-            #[derive(Default)]
-            pub struct Inputs<'a> {
-                #(#[doc = #in_docs] pub #in_fields: &'a [#in_types],)*
-                #marker
-            }
-
-            /// Typed outputs, borrowed from the [`Context`].
-            pub struct Outputs<'a> {
-                #(#[doc = #out_docs] pub #out_fields: &'a [#out_types],)*
-            }
-
-            const _: fn() = || {
-                fn shared<T: Send + Sync>() {}
-                shared::<Model>();
-                fn sendable<T: Send>() {}
-                sendable::<Context>();
-            };
-
-            #embed
+            #api_types
 
             impl Model {
-                /// The model with weights from any source, checked for length.
-                pub fn from_weights(weights: #rt::Weights) -> Result<Self, #rt::Error> {
-                    if weights.as_f32().len() * 4 != WEIGHTS_BYTES {
-                        return Err(#rt::Error::WeightsLength { expected: WEIGHTS_BYTES, got: weights.as_f32().len() * 4 });
-                    }
-                    Ok(Model { weights })
-                }
-
-                /// The model with weights read from the weights file at `path`.
-                pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, #rt::Error> {
-                    Self::from_weights(#rt::Weights::from_file(path, WEIGHTS_BYTES)?)
-                }
+                #api_weights
 
                 /// Runs the model. Allocates nothing.
                 pub fn run<'c>(&self, ctx: &'c mut Context, inputs: Inputs<'_>) -> Result<Outputs<'c>, #rt::Error> {
@@ -660,6 +612,89 @@ impl Emitter<'_> {
             #(#calls)*
         };
         self.timed(step_comment(s, None), body, index)
+    }
+}
+
+/// What both CPU modules (fixed dims and declared ranges) have around `run`.
+pub(super) struct HostApi {
+    /// `Inputs` and `Outputs` (each with the doc lines given), the check that `Model`
+    /// is `Send + Sync` and `Context` is `Send`, and the embedded weights with
+    /// `Model::new`.
+    pub types: TokenStream,
+    /// `Model::from_weights` and `Model::load`, for the `impl Model` holding `run`.
+    pub weights: TokenStream,
+}
+
+pub(super) fn host_api(
+    p: &Program,
+    rt: &TokenStream,
+    opts: &CodegenOptions,
+    inputs_doc: &[&str],
+    outputs_doc: &[&str],
+) -> HostApi {
+    let fields = IoFields::new(p);
+    let (in_fields, out_fields) = (&fields.inputs, &fields.outputs);
+    let in_docs = p.inputs.iter().map(io_doc);
+    let out_docs = p.outputs.iter().map(|(io, _)| io_doc(io));
+    let in_types: Vec<TokenStream> = p.inputs.iter().map(|io| api_type(rt, io)).collect();
+    let out_types: Vec<TokenStream> = p.outputs.iter().map(|(io, _)| api_type(rt, io)).collect();
+    // A model without inputs still has an `Inputs<'a>`; the marker uses the lifetime.
+    let marker = if p.inputs.is_empty() {
+        quote!(#[doc(hidden)] pub _marker: core::marker::PhantomData<&'a ()>,)
+    } else {
+        quote!()
+    };
+    let weights_file = &opts.weights_file;
+    let embed = match opts.weights {
+        WeightsMode::Embed => quote! {
+            static WEIGHTS: &#rt::weights::Aligned<[u8]> = &#rt::weights::Aligned(*include_bytes!(#weights_file));
+
+            impl Model {
+                /// The model with the weights embedded in this binary.
+                pub fn new() -> Result<Self, #rt::Error> {
+                    Self::from_weights(#rt::Weights::from_static(WEIGHTS, WEIGHTS_BYTES)?)
+                }
+            }
+        },
+        WeightsMode::File => quote!(),
+    };
+    HostApi {
+        types: quote! {
+            #(#[doc = #inputs_doc])*
+            #[derive(Default)]
+            pub struct Inputs<'a> {
+                #(#[doc = #in_docs] pub #in_fields: &'a [#in_types],)*
+                #marker
+            }
+
+            #(#[doc = #outputs_doc])*
+            pub struct Outputs<'a> {
+                #(#[doc = #out_docs] pub #out_fields: &'a [#out_types],)*
+            }
+
+            const _: fn() = || {
+                fn shared<T: Send + Sync>() {}
+                shared::<Model>();
+                fn sendable<T: Send>() {}
+                sendable::<Context>();
+            };
+
+            #embed
+        },
+        weights: quote! {
+            /// The model with weights from any source, checked for length.
+            pub fn from_weights(weights: #rt::Weights) -> Result<Self, #rt::Error> {
+                if weights.as_f32().len() * 4 != WEIGHTS_BYTES {
+                    return Err(#rt::Error::WeightsLength { expected: WEIGHTS_BYTES, got: weights.as_f32().len() * 4 });
+                }
+                Ok(Model { weights })
+            }
+
+            /// The model with weights read from the weights file at `path`.
+            pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, #rt::Error> {
+                Self::from_weights(#rt::Weights::from_file(path, WEIGHTS_BYTES)?)
+            }
+        },
     }
 }
 

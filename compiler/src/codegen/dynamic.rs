@@ -10,12 +10,10 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use super::cpu::{Emitter, Places};
+use super::cpu::{Emitter, Places, host_api};
 use super::fit::{self, Fitter, Mismatch};
 use super::names::Namer;
-use super::{
-    CodegenOptions, IoFields, WeightsMode, api_type, format, io_doc, one_line, runtime_tokens, us,
-};
+use super::{CodegenOptions, IoFields, format, one_line, runtime_tokens, tables, us};
 use crate::dim::{Dim, SymbolRange};
 use crate::error::Error;
 use crate::lower::Program;
@@ -143,12 +141,23 @@ fn module(
 
     let fields = IoFields::new(p);
     let (in_fields, out_fields) = (&fields.inputs, &fields.outputs);
-    let in_docs = p.inputs.iter().map(io_doc);
-    let out_docs = p.outputs.iter().map(|(io, _)| io_doc(io));
+    let api = host_api(
+        p,
+        rt,
+        opts,
+        &[
+            " Typed inputs, one field per model input, dense and row-major at the [`Dims`]",
+            " given to [`Model::run`].",
+        ],
+        &[
+            " Typed outputs, borrowed from the [`Context`]; their shapes are",
+            " [`Dims::output_shape`] of the dims the run was given.",
+        ],
+    );
+    let (api_types, api_weights) = (&api.types, &api.weights);
+    let tables = tables(p, opts, rt);
     let in_idx: Vec<Literal> = (0..p.inputs.len()).map(us).collect();
     let out_idx: Vec<Literal> = (0..p.outputs.len()).map(us).collect();
-    let in_types: Vec<TokenStream> = p.inputs.iter().map(|io| api_type(rt, io)).collect();
-    let out_types: Vec<TokenStream> = p.outputs.iter().map(|(io, _)| api_type(rt, io)).collect();
     let elems = |dims: &[Dim]| syms.size(&dims.iter().product::<Dim>(), rt);
     let in_elems = m
         .input_dims
@@ -190,12 +199,6 @@ fn module(
             }
         })
         .collect();
-    let marker = if p.inputs.is_empty() {
-        quote!(#[doc(hidden)] pub _marker: core::marker::PhantomData<&'a ()>,)
-    } else {
-        quote!()
-    };
-
     let per_fn = opts.steps_per_fn.max(1);
     let chunks: Vec<&[TokenStream]> = steps.chunks(per_fn).collect();
     let part_names: Vec<syn::Ident> = (0..chunks.len())
@@ -212,65 +215,13 @@ fn module(
         }
     });
 
-    let weights_file = &opts.weights_file;
-    let embed = match opts.weights {
-        WeightsMode::Embed => quote! {
-            static WEIGHTS: &#rt::weights::Aligned<[u8]> = &#rt::weights::Aligned(*include_bytes!(#weights_file));
-
-            impl Model {
-                /// The model with the weights embedded in this binary.
-                pub fn new() -> Result<Self, #rt::Error> {
-                    Self::from_weights(#rt::Weights::from_static(WEIGHTS, WEIGHTS_BYTES)?)
-                }
-            }
-        },
-        WeightsMode::File => quote!(),
-    };
     let arena_max = us(m.plan.arena_bytes_max);
-    let weights_bytes = us(p.weights.len());
-    let (n_in, n_out, n_steps) = (us(p.inputs.len()), us(p.outputs.len()), us(p.steps.len()));
-    let infos = |ios: Vec<&crate::lower::Io>| {
-        ios.into_iter()
-            .map(|io| {
-                let name = &io.name;
-                let dtype = io.dtype.name();
-                let shape = io.shape.iter().map(|&d| us(d));
-                quote!(#rt::TensorInfo { name: #name, dtype: #dtype, shape: &[#(#shape),*] })
-            })
-            .collect::<Vec<_>>()
-    };
-    let input_infos = infos(p.inputs.iter().collect());
-    let output_infos = infos(p.outputs.iter().map(|(io, _)| io).collect());
-    let step_nodes = p.steps.iter().map(|s| s.node.as_str());
-    let step_ops = p.steps.iter().map(|s| s.op_type);
-    let large = if p.steps.len() > 256 {
-        quote!(#[allow(clippy::large_const_arrays)])
-    } else {
-        quote!()
-    };
     Ok(quote! {
         /// Bytes of working memory the largest dims need: what [`Context::new`] holds.
         pub const ARENA_BYTES_MAX: usize = #arena_max;
         /// The same as [`ARENA_BYTES_MAX`], for code written against fixed-shape modules.
         pub const ARENA_BYTES: usize = ARENA_BYTES_MAX;
-        /// Bytes in the weights file.
-        pub const WEIGHTS_BYTES: usize = #weights_bytes;
-        /// The weights file: its name beside this module's source, or the absolute
-        /// path `include_model!` wrote it to.
-        pub const WEIGHTS_FILE: &str = #weights_file;
-        /// Number of model inputs.
-        pub const N_INPUTS: usize = #n_in;
-        /// Number of steps `run` takes.
-        pub const N_STEPS: usize = #n_steps;
-        /// Each step's ONNX node and operator, in execution order.
-        #large
-        pub const STEPS: [(&str, &str); N_STEPS] = [#((#step_nodes, #step_ops)),*];
-        /// Number of model outputs.
-        pub const N_OUTPUTS: usize = #n_out;
-        /// The inputs, with their shapes at [`DIMS_MAX`].
-        pub const INPUTS: [#rt::TensorInfo; N_INPUTS] = [#(#input_infos),*];
-        /// The outputs, with their shapes at [`DIMS_MAX`].
-        pub const OUTPUTS: [#rt::TensorInfo; N_OUTPUTS] = [#(#output_infos),*];
+        #tables
         /// Number of planned buffers.
         const N_BUFFERS: usize = #n_buf;
 
@@ -312,42 +263,10 @@ fn module(
             }
         }
 
-        /// Typed inputs, one field per model input, dense and row-major at the [`Dims`]
-        /// given to [`Model::run`].
-        #[derive(Default)]
-        pub struct Inputs<'a> {
-            #(#[doc = #in_docs] pub #in_fields: &'a [#in_types],)*
-            #marker
-        }
-
-        /// Typed outputs, borrowed from the [`Context`]; their shapes are
-        /// [`Dims::output_shape`] of the dims the run was given.
-        pub struct Outputs<'a> {
-            #(#[doc = #out_docs] pub #out_fields: &'a [#out_types],)*
-        }
-
-        const _: fn() = || {
-            fn shared<T: Send + Sync>() {}
-            shared::<Model>();
-            fn sendable<T: Send>() {}
-            sendable::<Context>();
-        };
-
-        #embed
+        #api_types
 
         impl Model {
-            /// The model with weights from any source, checked for length.
-            pub fn from_weights(weights: #rt::Weights) -> Result<Self, #rt::Error> {
-                if weights.as_f32().len() * 4 != WEIGHTS_BYTES {
-                    return Err(#rt::Error::WeightsLength { expected: WEIGHTS_BYTES, got: weights.as_f32().len() * 4 });
-                }
-                Ok(Model { weights })
-            }
-
-            /// The model with weights read from the weights file at `path`.
-            pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, #rt::Error> {
-                Self::from_weights(#rt::Weights::from_file(path, WEIGHTS_BYTES)?)
-            }
+            #api_weights
 
             /// Runs the model at `dims` (each input's length checked against its shape
             /// there). Allocates nothing.
@@ -683,7 +602,8 @@ fn dims_items(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<To
             #(#[doc = #field_docs] pub #declared_fields: usize,)*
         }
 
-        /// The largest dims: what [`ARENA_BYTES_MAX`] and [`INPUTS`] are for.
+        /// The largest dims: what [`ARENA_BYTES_MAX`] is for, and the shapes [`INPUTS`]
+        /// and [`OUTPUTS`] give.
         pub const DIMS_MAX: Dims = Dims { #(#declared_fields: #max_values),* };
 
         /// Every symbol's value as `i64`, the quotients of the stepped ones included.

@@ -143,9 +143,8 @@ fn io_doc(io: &Io) -> String {
     format!(" `{}`: {} {:?}", one_line(&io.name), io.dtype, io.shape)
 }
 
-/// The items every generated module has, whatever its target: `ARENA_BYTES`,
-/// `WEIGHTS_BYTES`, `WEIGHTS_FILE`, `N_INPUTS`, `N_STEPS`, `STEPS`, `N_OUTPUTS`,
-/// `INPUTS`, `OUTPUTS` and `mod offsets`.
+/// The items every generated module has, whatever its target: `ARENA_BYTES`, the
+/// [`tables`] and `mod offsets`.
 fn common_items(
     program: &Program,
     plan: &MemoryPlan,
@@ -153,8 +152,36 @@ fn common_items(
     rt: &TokenStream,
     offset_names: &[syn::Ident],
 ) -> TokenStream {
-    let p = program;
     let arena_bytes = us(plan.arena_bytes);
+    let tables = tables(program, opts, rt);
+    let offsets = program.buffers.iter().enumerate().map(|(i, b)| {
+        let name = &offset_names[i];
+        let off = us(plan.offsets[i]);
+        let doc = format!(
+            " `{}`: {} bytes{}",
+            one_line(&b.name),
+            b.len * 4,
+            if b.scratch { ", kernel scratch" } else { "" }
+        );
+        quote!(#[doc = #doc] pub const #name: usize = #off;)
+    });
+    quote! {
+        /// Bytes of working memory one [`Context`] holds (kernel scratch included).
+        pub const ARENA_BYTES: usize = #arena_bytes;
+        #tables
+
+        /// Byte offset of every planned tensor in the arena.
+        pub mod offsets {
+            #(#offsets)*
+        }
+    }
+}
+
+/// The constants describing the model that every module has, whatever its target and
+/// its dims: `WEIGHTS_BYTES`, `WEIGHTS_FILE`, `N_INPUTS`, `N_STEPS`, `STEPS`,
+/// `N_OUTPUTS`, `INPUTS` and `OUTPUTS`.
+fn tables(program: &Program, opts: &CodegenOptions, rt: &TokenStream) -> TokenStream {
+    let p = program;
     let weights_bytes = us(p.weights.len());
     let (n_in, n_out) = (us(p.inputs.len()), us(p.outputs.len()));
     let infos = |ios: Vec<&Io>| {
@@ -169,17 +196,6 @@ fn common_items(
     };
     let input_infos = infos(p.inputs.iter().collect());
     let output_infos = infos(p.outputs.iter().map(|(io, _)| io).collect());
-    let offsets = p.buffers.iter().enumerate().map(|(i, b)| {
-        let name = &offset_names[i];
-        let off = us(plan.offsets[i]);
-        let doc = format!(
-            " `{}`: {} bytes{}",
-            one_line(&b.name),
-            b.len * 4,
-            if b.scratch { ", kernel scratch" } else { "" }
-        );
-        quote!(#[doc = #doc] pub const #name: usize = #off;)
-    });
     let n_steps = us(p.steps.len());
     // Clippy's `large_const_arrays` (16 KiB) fires on very long tables: allowed there,
     // since `const` is what lets callers use them in their own constant tables.
@@ -199,8 +215,6 @@ fn common_items(
     let step_ops = p.steps.iter().map(|s| s.op_type);
     let weights_file = &opts.weights_file;
     quote! {
-        /// Bytes of working memory one [`Context`] holds (kernel scratch included).
-        pub const ARENA_BYTES: usize = #arena_bytes;
         /// Bytes in the weights file.
         pub const WEIGHTS_BYTES: usize = #weights_bytes;
         /// The weights file: its name beside this module's source, or the absolute
@@ -221,10 +235,5 @@ fn common_items(
         /// The outputs, in the order the slice and byte interfaces return them.
         #outputs_allow
         pub const OUTPUTS: [#rt::TensorInfo; N_OUTPUTS] = [#(#output_infos),*];
-
-        /// Byte offset of every planned tensor in the arena.
-        pub mod offsets {
-            #(#offsets)*
-        }
     }
 }

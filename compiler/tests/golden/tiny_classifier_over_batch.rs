@@ -12,7 +12,7 @@ pub const WEIGHTS_BYTES: usize = 664;
 pub const WEIGHTS_FILE: &str = "tiny.weights.bin";
 /// Number of model inputs.
 pub const N_INPUTS: usize = 1;
-/// Number of steps `run` takes.
+/// Number of steps `run` takes: kernel calls, in order, as [`STEPS`] lists them.
 pub const N_STEPS: usize = 4;
 /// Each step's ONNX node and operator, in execution order.
 pub const STEPS: [(&str, &str); N_STEPS] = [
@@ -23,7 +23,7 @@ pub const STEPS: [(&str, &str); N_STEPS] = [
 ];
 /// Number of model outputs.
 pub const N_OUTPUTS: usize = 1;
-/// The inputs, with their shapes at [`DIMS_MAX`].
+/// The inputs, in the order the slice and byte interfaces take them.
 pub const INPUTS: [::kiln_runtime::TensorInfo; N_INPUTS] = [
     ::kiln_runtime::TensorInfo {
         name: "x",
@@ -31,7 +31,7 @@ pub const INPUTS: [::kiln_runtime::TensorInfo; N_INPUTS] = [
         shape: &[8, 3, 8, 8],
     },
 ];
-/// The outputs, with their shapes at [`DIMS_MAX`].
+/// The outputs, in the order the slice and byte interfaces return them.
 pub const OUTPUTS: [::kiln_runtime::TensorInfo; N_OUTPUTS] = [
     ::kiln_runtime::TensorInfo {
         name: "prob",
@@ -60,7 +60,8 @@ pub struct Dims {
     /// `batch`, batch=1..8
     pub batch: usize,
 }
-/// The largest dims: what [`ARENA_BYTES_MAX`] and [`INPUTS`] are for.
+/// The largest dims: what [`ARENA_BYTES_MAX`] is for, and the shapes [`INPUTS`]
+/// and [`OUTPUTS`] give.
 pub const DIMS_MAX: Dims = Dims { batch: 8 };
 /// Every symbol's value as `i64`, the quotients of the stepped ones included.
 #[allow(dead_code)]

@@ -7,37 +7,9 @@
 //! `scripts/make_dynamic_refs.py` and .venv). `KILN_BENCH_RUNS` sets the timed runs
 //! (default 20, after one warm-up; onnxruntime's in `scripts/ort_bench.py`).
 
-use std::path::Path;
-use std::process::Command;
-
 use kiln_real_models::{
-    data_path, find, module_inputs, read_data, real_models, require_dynamic_data,
+    find, module_inputs, ort_median_ms, read_data, real_models, require_dynamic_data,
 };
-
-/// onnxruntime's median over `runs` on `inputs` (`NAME=FILE`), or why there is none.
-fn ort_median_ms(onnx: &str, inputs: &[(String, String)], runs: usize) -> Result<f64, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut cmd = Command::new(root.join(".venv/bin/python"));
-    cmd.arg(root.join("scripts/ort_bench.py")).arg(onnx);
-    for (name, file) in inputs {
-        cmd.arg(format!("{name}={}", data_path(file).display()));
-    }
-    let out = cmd
-        .arg(runs.to_string())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let at = text.find("\"median_ms\":").ok_or("no median_ms")? + 12;
-    text[at..]
-        .trim_start()
-        .split([',', '}'])
-        .next()
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("no number in {text:?}"))
-}
 
 /// One line of the table: a shape's inputs, and their files for onnxruntime.
 struct Row {
@@ -125,6 +97,10 @@ fn main() {
                 t.sort_by(f64::total_cmp);
                 t[t.len() / 2]
             });
+            let files: Vec<(&str, &str)> = files
+                .iter()
+                .map(|(n, f)| (n.as_str(), f.as_str()))
+                .collect();
             let ort = ort_median_ms(m.onnx, &files, runs);
             let cell = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
             println!(

@@ -12,44 +12,13 @@
 //! including the ones Kiln binds at compile time. Arena: `ARENA_BYTES`, all of `run`'s
 //! working memory; bound: the liveness lower bound without in-place aliasing.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
-use kiln_real_models::{data_path, module_inputs, real_models, require_data};
+use kiln_real_models::{module_inputs, ort_median_ms, real_models, require_data};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-/// onnxruntime's median over `runs`, or why there is none.
-fn ort_median_ms(m: &kiln_real_models::RealModel, runs: usize) -> Result<f64, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join(".venv/bin/python");
-    let mut cmd = Command::new(&python);
-    cmd.arg(root.join("scripts/ort_bench.py")).arg(m.onnx);
-    for io in m.inputs {
-        cmd.arg(format!("{}={}", io.name, data_path(io.file).display()));
-    }
-    let out = cmd
-        .arg(runs.to_string())
-        .output()
-        .map_err(|e| format!("{}: {e}", python.display()))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let at = text
-        .find("\"median_ms\":")
-        .ok_or_else(|| format!("no median_ms in {text:?}"))?
-        + 12;
-    text[at..]
-        .trim_start()
-        .split([',', '}'])
-        .next()
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("no number after median_ms in {text:?}"))
 }
 
 fn mib(b: usize) -> String {
@@ -104,7 +73,8 @@ fn main() {
                 continue;
             }
         };
-        let ort = ort_median_ms(m, runs)
+        let inputs: Vec<(&str, &str)> = m.inputs.iter().map(|io| (io.name, io.file)).collect();
+        let ort = ort_median_ms(m.onnx, &inputs, runs)
             .map_err(|e| failed.push(format!("{}: onnxruntime: {e}", m.name)))
             .ok();
         let ratio = ort.map(|o| kiln / o);

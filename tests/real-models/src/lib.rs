@@ -130,6 +130,37 @@ pub fn require_dynamic_data() {
     );
 }
 
+/// onnxruntime's median wall time over `runs` (single-threaded, `scripts/ort_bench.py`)
+/// on `onnx` fed with `inputs` (graph input name, `.npy` file relative to the data
+/// folder), or why there is none. For the benches.
+pub fn ort_median_ms(onnx: &str, inputs: &[(&str, &str)], runs: usize) -> Result<f64, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".venv/bin/python");
+    let mut cmd = std::process::Command::new(&python);
+    cmd.arg(root.join("scripts/ort_bench.py")).arg(onnx);
+    for (name, file) in inputs {
+        cmd.arg(format!("{name}={}", data_path(file).display()));
+    }
+    let out = cmd
+        .arg(runs.to_string())
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text
+        .find("\"median_ms\":")
+        .ok_or_else(|| format!("no median_ms in {text:?}"))?
+        + 12;
+    text[at..]
+        .trim_start()
+        .split([',', '}'])
+        .next()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no number after median_ms in {text:?}"))
+}
+
 /// Reads a `.npy` file of the real-model data folder.
 pub fn read_data(file: &str) -> Result<Tensor, String> {
     read_npy(file)

@@ -177,11 +177,13 @@ pub fn compile_over_ranges(
     let binds: Vec<_> = points.iter().map(|pt| dim::bind(&rp.ranges, pt)).collect();
     let at_max = &rp.at_max.program;
     let mut plans = Vec::with_capacity(points.len());
+    let mut plan_input_at_max = None;
     for (pt, bind) in points.iter().zip(&binds) {
-        let (_, plan) = rp
+        let (input, plan) = rp
             .plan
             .at(&rp.input, bind)
             .map_err(|e| Error::Options(format!("at {}: {e}", show(pt))))?;
+        plan_input_at_max.get_or_insert(input);
         plans.push(plan);
     }
     let fitter = Fitter::new(candidates(&rp), |d| {
@@ -230,10 +232,8 @@ pub fn compile_over_ranges(
     let code = crate::codegen::dynamic::emit(&module, &cg)?;
     drop(module);
     let plan = plans.swap_remove(0);
-    let (plan_input, _) = rp
-        .plan
-        .at(&rp.input, &binds[0])
-        .map_err(|e| Error::Options(e.to_string()))?;
+    let plan_input = plan_input_at_max
+        .ok_or_else(|| Error::Codegen("no point of the ranges was planned".into()))?;
     let at_max = rp.at_max;
     Ok(Compiled {
         name: name.to_owned(),

@@ -42,6 +42,14 @@ CASES = [
       {"batch": 2, "sequence": 128}, {"batch": 1, "sequence": 511}, {"batch": 1, "sequence": 512}]),
     ("vad_sequence", "silero_vad_sequence", [], ["sequence_length=1..64"],
      [{"sequence_length": 1}, {"sequence_length": 7}, {"sequence_length": 64}]),
+    # Detectors: both sides on steps of 32 (five stride-2 stages); Resize's tap tables
+    # and YOLO's anchor grid follow the shape.
+    ("det_height_width", "ppocr_det_v4", ["x=1x3xHxW"], ["H=32..960:32", "W=32..960:32"],
+     [{"H": 32, "W": 32}, {"H": 96, "W": 160}, {"H": 480, "W": 320}, {"H": 640, "W": 640},
+      {"H": 960, "W": 736}]),
+    ("yolo_height_width", "yolov8n_nudenet_320", ["images=1x3xHxW"],
+     ["H=64..640:32", "W=64..640:32"],
+     [{"H": 64, "W": 64}, {"H": 320, "W": 320}, {"H": 224, "W": 416}, {"H": 640, "W": 480}]),
 ]
 
 

@@ -292,7 +292,7 @@ pub fn compile_bytes(
     })?;
     let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
     passes::run(&mut graph)?;
-    let mut program = lower::lower(&graph)?;
+    let mut program = lower::lower(&graph, &opts.unfolded)?;
     if opts.target == Target::Cuda {
         check_cuda_kernels(&program, graph.opset)?;
         for_cuda(&mut program);
@@ -366,7 +366,7 @@ pub(crate) fn lower_program(bytes: &[u8], opts: &Options) -> Result<Program, Err
     let mut model = load::parse_model(bytes)?;
     let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
     passes::run(&mut graph)?;
-    lower::lower(&graph)
+    lower::lower(&graph, &opts.unfolded)
 }
 
 /// Turns the graph inputs named in `bound` into constants of the given values.

@@ -253,14 +253,15 @@ pub fn compile_over_ranges(
 /// ranges (on their steps).
 fn sample_points(declared: &[SymbolRange]) -> Vec<Vec<(&str, i64)>> {
     // A dim of 1 is where lowering simplifies (a broadcast drops the axis, a copy
-    // merges it), so the code for the other values would not merge with it: the
-    // points start at 2 where the range has it, and the code made for them serves 1
-    // too (kernels take any extent, a stride over a dim of 1 is never followed).
+    // merges it), so the code for the other values would not merge with it. A range's
+    // smallest value is where a dim reaches 1 (N=1; W/32 at W=32 after five stride-2
+    // layers), so the points start at its second value where the range has three: the
+    // code made for them serves the smallest too (kernels take any extent, a stride
+    // over a dim of 1 is never followed).
     let at = |r: &SymbolRange, frac: f64| -> i64 {
         let step = r.step.max(1);
-        // ... as long as two values remain, so that the symbol still varies.
-        let first = if r.min == 1 && r.largest() > 2 * step {
-            1 + step
+        let first = if r.largest() > r.min + step {
+            r.min + step
         } else {
             r.min
         };
@@ -386,11 +387,21 @@ fn differing_weight(reference: &Program, program: &Program) -> Option<String> {
 
 /// `name` and the values it is computed from whose shapes depend on the symbols
 /// (walking up while they do; shape values, read at compile time, stay constants).
+/// A table lowering derived for node `NODE` (`NODE:resize_idx`) names the node's
+/// outputs instead: the node then builds it on each run ([`crate::ops::LowerCx::shapes_vary`]).
 fn computed_from_dims(symbolic: &Graph, name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut todo = vec![name.to_owned()];
     while let Some(n) = todo.pop() {
         let Some(id) = symbolic.values.iter().position(|v| v.name == n) else {
+            let table_of = n.rsplit_once(':').map(|(node, _)| node);
+            if let Some(node) = symbolic
+                .nodes
+                .iter()
+                .find(|x| Some(x.name.as_str()) == table_of)
+            {
+                out.extend(node.outputs.iter().map(|&o| symbolic.value(o).name.clone()));
+            }
             continue;
         };
         let v = &symbolic.values[id];

@@ -10,7 +10,7 @@
 //! their input's operand. Last, [`crate::in_place::mark`] lists for each step the
 //! operands its kernel could overwrite with its output.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use kiln_runtime::params::{self, MAX_RANK};
 
@@ -195,10 +195,13 @@ pub struct Program {
     pub views: Vec<(String, BufferId)>,
 }
 
-/// Lowers an inferred, optimised graph.
-pub fn lower(graph: &Graph) -> Result<Program, Error> {
+/// Lowers an inferred, optimised graph. `vary` names the values a build over declared
+/// ranges leaves to run time (`Options::unfolded`): a node writing one computes on each
+/// run what lowering would otherwise compute from its shapes.
+pub fn lower(graph: &Graph, vary: &BTreeSet<String>) -> Result<Program, Error> {
     let mut l = Lowering {
         graph,
+        vary,
         program: Program {
             name: graph.name.clone(),
             steps: Vec::new(),
@@ -241,6 +244,7 @@ fn io(v: &Value) -> Io {
 
 pub(crate) struct Lowering<'g> {
     pub(crate) graph: &'g Graph,
+    pub(crate) vary: &'g BTreeSet<String>,
     pub(crate) program: Program,
     operands: HashMap<ValueId, Operand>,
 }

@@ -20,8 +20,10 @@ use crate::dim::Dim;
 /// Integer multiples of candidate dims, looked up by their values at the points.
 pub struct Fitter {
     /// Candidates by their values divided by the values' gcd (sign of the first
-    /// non-zero made positive), each with those values.
-    by_direction: HashMap<Vec<i64>, (Dim, Vec<i64>)>,
+    /// non-zero made positive), each with those values, simplest spelling first.
+    /// Several may share a direction (`W` and `W/32` where `W` is on steps of 32);
+    /// a value fits the first it is an integer multiple of.
+    by_direction: HashMap<Vec<i64>, Vec<(Dim, Vec<i64>)>>,
     points: usize,
 }
 
@@ -32,7 +34,7 @@ impl Fitter {
         candidates: impl IntoIterator<Item = Dim>,
         eval: impl Fn(&Dim) -> Option<Vec<i64>>,
     ) -> Self {
-        let mut by_direction: HashMap<Vec<i64>, (Dim, Vec<i64>)> = HashMap::new();
+        let mut by_direction: HashMap<Vec<i64>, Vec<(Dim, Vec<i64>)>> = HashMap::new();
         let mut points = 0;
         for c in candidates {
             if c.is_known() {
@@ -43,14 +45,15 @@ impl Fitter {
             let Some(dir) = direction(&values) else {
                 continue;
             };
-            // The simplest spelling wins: a symbol before `32*(W/32)`.
-            let simpler = |old: &Dim| c.to_string().len() < old.to_string().len();
-            match by_direction.get(&dir) {
-                Some((old, _)) if !simpler(old) => {}
-                _ => {
-                    by_direction.insert(dir, (c, values));
-                }
-            }
+            by_direction.entry(dir).or_default().push((c, values));
+        }
+        // The simplest spelling first (a symbol before `32*(W/32)`), then by text, so
+        // the choice does not depend on the candidates' order.
+        for same in by_direction.values_mut() {
+            same.sort_by_cached_key(|(c, _)| {
+                let s = c.to_string();
+                (s.len(), s)
+            });
         }
         Fitter {
             by_direction,
@@ -64,14 +67,15 @@ impl Fitter {
             return None;
         }
         let dir = direction(values)?;
-        let (c, cv) = self.by_direction.get(&dir)?;
-        let j = cv.iter().position(|&v| v != 0)?;
-        let k = values[j] / cv[j];
-        let all = values
-            .iter()
-            .zip(cv)
-            .all(|(&v, &c)| c.checked_mul(k) == Some(v));
-        all.then(|| c.clone() * Dim::from(k))
+        self.by_direction.get(&dir)?.iter().find_map(|(c, cv)| {
+            let j = cv.iter().position(|&v| v != 0)?;
+            let k = values[j] / cv[j];
+            let all = values
+                .iter()
+                .zip(cv)
+                .all(|(&v, &c)| c.checked_mul(k) == Some(v));
+            all.then(|| c.clone() * Dim::from(k))
+        })
     }
 }
 
@@ -262,6 +266,22 @@ mod tests {
             Some((w() + 1).div_floor(2) * Dim::from(6usize))
         );
         assert_eq!(f.fit(&[2049, 33, 78]), None);
+    }
+
+    #[test]
+    fn a_value_fits_the_candidate_it_is_a_multiple_of() {
+        // On steps of 32, `W` and `W/32` point the same way; W/2 is a multiple of the
+        // second only (H/2 of a detector's first stride-2 convolution).
+        let points = [960, 32, 544];
+        let q = Dim::sym("W/32");
+        let f = Fitter::new([w(), q.clone()], |d: &Dim| {
+            points
+                .iter()
+                .map(|&p| d.eval(&|s| Some(if s == "W" { p } else { p / 32 })))
+                .collect()
+        });
+        assert_eq!(f.fit(&[480, 16, 272]), Some(q * Dim::from(16usize)));
+        assert_eq!(f.fit(&[1920, 64, 1088]), Some(w() * Dim::from(2usize)));
     }
 
     #[test]

@@ -492,6 +492,16 @@ impl<'a, 'g> LowerCx<'a, 'g> {
         self.l.graph.opset
     }
 
+    /// The shapes this node sees vary over a build's declared ranges, and it must not
+    /// bake a table computed from them into the weights ([`crate::lower::lower`]).
+    pub fn shapes_vary(&self) -> bool {
+        let g = self.l.graph;
+        self.node
+            .outputs
+            .iter()
+            .any(|&v| self.l.vary.contains(&g.value(v).name))
+    }
+
     pub fn input(&self, i: usize) -> R<&'g Value> {
         self.node
             .input(i)

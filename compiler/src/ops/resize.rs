@@ -1,8 +1,9 @@
-//! Resampling: Resize and Upsample (per-axis tap tables computed here, one generic
-//! kernel), GridSample, AffineGrid, CenterCropPad (the `pad` kernel: a negative begin
-//! crops) and Col2Im. Semantics follow the onnx reference (`op_resize.py`, ...): the
-//! tables reproduce its coordinate transforms, neighbour choice and coefficients in
-//! `f64`.
+//! Resampling: Resize and Upsample (per-axis tap tables, one generic kernel),
+//! GridSample, AffineGrid, CenterCropPad (the `pad` kernel: a negative begin crops)
+//! and Col2Im. Semantics follow the onnx reference (`op_resize.py`, ...). Resize's
+//! tables come from `kiln_runtime::typed::resize_tables`: built here and embedded for
+//! a fixed shape, or built by the kernel on each run where a build over declared
+//! ranges makes them follow the shape.
 
 use std::sync::Arc;
 
@@ -17,6 +18,8 @@ use crate::lower::TypedCall;
 use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
 
+use tp::{NearestRounding as NearestMode, ResizeCoord as Coord, ResizeMode as Mode};
+
 /// Normalised, distinct axes.
 fn axes_of(axes: &[i64], rank: usize) -> R<Vec<usize>> {
     let mut out = Vec::new();
@@ -28,33 +31,6 @@ fn axes_of(axes: &[i64], rank: usize) -> R<Vec<usize>> {
         out.push(a);
     }
     Ok(out)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Mode {
-    Nearest,
-    Linear,
-    Cubic,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Coord {
-    HalfPixel,
-    HalfPixelSymmetric,
-    PytorchHalfPixel,
-    AlignCorners,
-    Asymmetric,
-    TfCropAndResize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum NearestMode {
-    RoundPreferFloor,
-    RoundPreferCeil,
-    Floor,
-    Ceil,
-    /// Upsample and Resize-10: floor when upsampling, ceil when downsampling.
-    Legacy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,18 +65,6 @@ pub struct Resize {
     pub antialias: bool,
     pub axes: Option<Vec<i64>>,
     pub policy: AspectPolicy,
-}
-
-/// One axis's table: `taps` entries per output position.
-struct Table {
-    taps: usize,
-    idx: Vec<i64>,
-    w: Vec<f64>,
-}
-
-/// Python's `math.isclose` with its defaults.
-fn isclose(a: f64, b: f64) -> bool {
-    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
 /// What sets Resize's output size (constants: their values are output dims).
@@ -299,188 +263,8 @@ impl Resize {
         Ok((scale, out, roi))
     }
 
-    fn coeffs(&self, ratio: f64, scale: f64) -> Vec<f64> {
-        let a = self.cubic_a;
-        match self.mode {
-            Mode::Nearest => {
-                if ratio == ratio.trunc() {
-                    return vec![0.0, 1.0];
-                }
-                let up = match self.nearest {
-                    NearestMode::RoundPreferFloor => ratio > 0.5,
-                    NearestMode::RoundPreferCeil => ratio >= 0.5,
-                    NearestMode::Floor => false,
-                    NearestMode::Ceil => true,
-                    NearestMode::Legacy => scale < 1.0,
-                };
-                if up { vec![0.0, 1.0] } else { vec![1.0, 0.0] }
-            }
-            Mode::Linear if self.antialias => {
-                let scale = scale.min(1.0);
-                let start = ((-1.0 / scale).floor() + 1.0) as i64;
-                let footprint = 2 - 2 * start;
-                let c: Vec<f64> = (start..start + footprint)
-                    .map(|i| (1.0 - ((i as f64 - ratio) * scale).abs()).clamp(0.0, 1.0))
-                    .collect();
-                let sum: f64 = c.iter().sum();
-                c.iter().map(|v| v / sum).collect()
-            }
-            Mode::Linear => vec![1.0 - ratio, ratio],
-            Mode::Cubic if self.antialias => {
-                let scale = scale.min(1.0);
-                let coeff = |x: f64| {
-                    let x = x.abs();
-                    let (x2, x3) = (x * x, x * x * x);
-                    if x <= 1.0 {
-                        (a + 2.0) * x3 - (a + 3.0) * x2 + 1.0
-                    } else if x < 2.0 {
-                        a * x3 - 5.0 * a * x2 + 8.0 * a * x - 4.0 * a
-                    } else {
-                        0.0
-                    }
-                };
-                let i_start = ((-2.0 / scale).floor() + 1.0) as i64;
-                let i_end = 2 - i_start;
-                let c: Vec<f64> = (i_start..i_end)
-                    .map(|i| coeff(scale * (i as f64 - ratio)))
-                    .collect();
-                let sum: f64 = c.iter().sum();
-                c.iter().map(|v| v / sum).collect()
-            }
-            Mode::Cubic => {
-                let r = ratio;
-                let q = 1.0 - r;
-                vec![
-                    ((a * (r + 1.0) - 5.0 * a) * (r + 1.0) + 8.0 * a) * (r + 1.0) - 4.0 * a,
-                    ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
-                    ((a + 2.0) * q - (a + 3.0)) * q * q + 1.0,
-                    ((a * (q + 1.0) - 5.0 * a) * (q + 1.0) + 8.0 * a) * (q + 1.0) - 4.0 * a,
-                ]
-            }
-        }
-    }
-
-    /// The reference's `_interpolate_1d_along_axis` as a table.
-    fn table(&self, input: usize, out: usize, scale: f64, roi: Option<(f64, f64)>) -> R<Table> {
-        let (inw, ow) = (input as f64, scale * input as f64);
-        let mut t = Table {
-            taps: 0,
-            idx: Vec::new(),
-            w: Vec::new(),
-        };
-        for y in 0..out {
-            let y = y as f64;
-            let mut outside = false;
-            let x = match self.coord {
-                Coord::AlignCorners => {
-                    if ow == 1.0 {
-                        0.0
-                    } else {
-                        y * (inw - 1.0) / (ow - 1.0)
-                    }
-                }
-                Coord::Asymmetric => y / scale,
-                Coord::TfCropAndResize => {
-                    let (r0, r1) = roi.ok_or("tf_crop_and_resize needs roi")?;
-                    let x = if ow == 1.0 {
-                        (r1 - r0) * (inw - 1.0) / 2.0
-                    } else {
-                        y * (r1 - r0) * (inw - 1.0) / (ow - 1.0)
-                    };
-                    let x = x + r0 * (inw - 1.0);
-                    outside = x < 0.0 || x > inw - 1.0;
-                    x
-                }
-                Coord::PytorchHalfPixel => {
-                    if ow == 1.0 {
-                        -0.5
-                    } else {
-                        (y + 0.5) / scale - 0.5
-                    }
-                }
-                Coord::HalfPixel => (y + 0.5) / scale - 0.5,
-                Coord::HalfPixelSymmetric => {
-                    let adjustment = out as f64 / ow;
-                    let center = inw / 2.0;
-                    let offset = center * (1.0 - adjustment);
-                    offset + (y + 0.5) / scale - 0.5
-                }
-            };
-            if !x.is_finite() {
-                return Err(format!(
-                    "resizing an axis of {input} to {out} gives the non-finite coordinate {x}"
-                ));
-            }
-            let xf = x.floor();
-            let ratio = if x == xf { 1.0 } else { x - xf };
-            let mut c = self.coeffs(ratio, scale);
-            let n = c.len();
-            if t.taps == 0 {
-                t.taps = n;
-            } else if t.taps != n {
-                return Err("resize: the kernel size changed along one axis (a Kiln bug)".into());
-            }
-            let pad = n.div_ceil(2) as f64;
-            let xp = x + pad;
-            let p = xp.floor();
-            let frac = xp - p;
-            let half = (n / 2) as i64;
-            let off = if n.is_multiple_of(2) {
-                if frac == 0.0 { -half } else { -half + 1 }
-            } else {
-                let base = -(((n - 1) / 2) as i64);
-                if frac <= 0.5 { base } else { base + 1 }
-            };
-            let start = p as i64 + off - pad as i64;
-            let nb: Vec<i64> = (0..n as i64).map(|k| start + k).collect();
-            if self.exclude_outside {
-                for (k, &i) in nb.iter().enumerate() {
-                    if i < 0 || i >= input as i64 {
-                        c[k] = 0.0;
-                    }
-                }
-                let sum: f64 = c.iter().sum();
-                let sum = if sum == 0.0 { 1.0 } else { sum };
-                for v in &mut c {
-                    *v /= sum;
-                }
-            }
-            for k in 0..n {
-                t.idx.push(if outside {
-                    -1
-                } else {
-                    nb[k].clamp(0, input as i64 - 1)
-                });
-                t.w.push(c[k]);
-            }
-        }
-        // One weight-1 tap per position (nearest): a copy.
-        if t.taps > 1 {
-            let rows = t.idx.chunks(t.taps).zip(t.w.chunks(t.taps));
-            let single: Option<Vec<i64>> = rows
-                .map(|(i, w)| {
-                    if i[0] < 0 {
-                        return Some(-1);
-                    }
-                    let nz: Vec<usize> = (0..w.len()).filter(|&k| w[k] != 0.0).collect();
-                    (nz.len() == 1 && w[nz[0]] == 1.0).then(|| i[nz[0]])
-                })
-                .collect();
-            if let Some(idx) = single {
-                t.w = vec![1.0; idx.len()];
-                t.idx = idx;
-                t.taps = 1;
-            }
-        }
-        if out == 0 {
-            t.taps = 1;
-        }
-        Ok(t)
-    }
-
-    /// The kernel parameters, tap indices, tap weights and output shape.
-    #[allow(clippy::type_complexity)]
-    fn plan(&self, cx: &InferCx) -> R<(tp::Resize, Vec<i64>, Vec<f64>, Vec<usize>)> {
+    /// The kernel's shapes (tables not yet built) and how it samples, for a fixed input.
+    fn sampled(&self, cx: &InferCx) -> R<(tp::Resize, tp::ResizeSampling)> {
         let s = cx.shape(0)?;
         let r = s.len();
         if r > tp::RANK {
@@ -491,7 +275,35 @@ impl Resize {
             Some(a) => axes_of(a, r)?,
             None => (0..r).collect(),
         };
-        let mut p = tp::Resize {
+        let mut sampling = tp::ResizeSampling {
+            mode: self.mode,
+            coord: self.coord,
+            nearest: self.nearest,
+            cubic_a: self.cubic_a,
+            exclude_outside: self.exclude_outside,
+            antialias: self.antialias,
+            resized: [false; tp::RANK],
+            scale: [1.0; tp::RANK],
+            roi_begin: [0.0; tp::RANK],
+            roi_end: [1.0; tp::RANK],
+        };
+        sampling.scale[..r].copy_from_slice(&scale);
+        if let Some(roi) = roi {
+            sampling.roi_begin[..r].copy_from_slice(&roi[..r]);
+            sampling.roi_end[..r].copy_from_slice(&roi[r..]);
+        }
+        for &a in &axes {
+            sampling.resized[a] = true;
+            // An antialiased kernel widens as the scale shrinks.
+            let taps = sampling.kernel_taps(a);
+            if taps > MAX_TAPS {
+                return Err(format!(
+                    "scale {} of axis {a} needs an antialiasing kernel of {taps} taps, more than {MAX_TAPS}",
+                    scale[a]
+                ));
+            }
+        }
+        let p = tp::Resize {
             rank: r,
             in_shape: fixed(s, 1)?,
             out_shape: fixed(&out, 1)?,
@@ -499,31 +311,24 @@ impl Resize {
             offset: [0; tp::RANK],
             extrapolation: self.extrapolation,
         };
-        let (mut idx, mut w) = (Vec::new(), Vec::new());
-        for d in 0..r {
-            let axis_roi = roi.as_ref().map(|v| (v[d], v[d + r]));
-            let identity = !axes.contains(&d)
-                || (isclose(scale[d], 1.0)
-                    && out[d] == s[d]
-                    && axis_roi.is_none_or(|(a, b)| isclose(a, 0.0) && isclose(b, 1.0)));
-            p.offset[d] = idx.len();
-            if identity {
-                idx.extend(0..out[d] as i64);
-                w.extend(std::iter::repeat_n(1.0, out[d]));
-                continue;
-            }
-            let t = self.table(s[d], out[d], scale[d], axis_roi)?;
-            p.taps[d] = t.taps;
-            idx.extend(t.idx);
-            w.extend(t.w);
-        }
-        if idx.is_empty() {
-            idx.push(0);
-            w.push(0.0);
-        }
-        Ok((p, idx, w, out))
+        Ok((p, sampling))
+    }
+
+    /// The kernel parameters and its tap tables (indices, weights) for a fixed input.
+    fn plan(&self, cx: &InferCx) -> R<(tp::Resize, Vec<i64>, Vec<f64>)> {
+        let (mut p, sampling) = self.sampled(cx)?;
+        let n = sampling.table_bound(&p);
+        let (mut idx, mut w) = (vec![0; n], vec![0.0; n]);
+        let len =
+            typed::resize_tables(&mut p, &sampling, &mut idx, &mut w).map_err(|e| e.to_string())?;
+        idx.truncate(len.max(1));
+        w.truncate(len.max(1));
+        Ok((p, idx, w))
     }
 }
+
+/// The widest antialiasing kernel accepted (a scale of about 1/32,000).
+const MAX_TAPS: usize = 1 << 16;
 
 impl Operator for Resize {
     fn name(&self) -> &'static str {
@@ -535,7 +340,7 @@ impl Operator for Resize {
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         let x = cx.constant(0, "X")?;
-        let (p, idx, w, _) = self.plan(cx)?;
+        let (p, idx, w) = self.plan(cx)?;
         let n = outs[0].shape.iter().product();
         let data = dispatch_data!(&x.data, v: T => {
             let mut out = vec![T::default(); n];
@@ -546,9 +351,19 @@ impl Operator for Resize {
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let infer = cx.infer_cx();
-        let (p, idx, w, _) = self.plan(&infer)?;
         let d = cx.dtype(0)?;
         let x = cx.operand(0)?;
+        if cx.shapes_vary() {
+            // The tables follow the run's shapes: built by the kernel, into scratch.
+            let (mut resize, sampling) = self.sampled(&infer)?;
+            let scratch = 2 * sampling.table_bound(&resize);
+            (resize.taps, resize.offset) = ([0; tp::RANK], [0; tp::RANK]);
+            let p = tp::ResizeSampled { resize, sampling };
+            let call = TypedCall::new("resize_sampled", vec![d], &p);
+            let n = cx.out(0)?.len();
+            return cx.typed_with_scratch(call, vec![x], &[(0, d, n)], (DType::F64, scratch));
+        }
+        let (p, idx, w) = self.plan(&infer)?;
         let name = cx.node.name.clone();
         let ti = cx.weight(
             &format!("{name}:resize_idx"),
@@ -1273,8 +1088,8 @@ mod dims_tests {
                 graph: &g,
                 node: &node,
             };
-            let (_, _, _, out) = op.plan(&cx).unwrap();
-            assert_eq!(inferred, dims_of(&out), "{policy:?}");
+            let (p, _, _) = op.plan(&cx).unwrap();
+            assert_eq!(inferred, dims_of(&p.out_shape[..3]), "{policy:?}");
         }
     }
 

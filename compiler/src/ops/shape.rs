@@ -455,6 +455,17 @@ impl Operator for ConstantOp {
                 cx.typed(TypedCall::bare("range", vec![d]), vec![start, delta], 0)?;
                 Ok(())
             }
+            // Left to run time too where its shape is computed from the dims: the value
+            // broadcast over the output (a stride of 0).
+            ConstantOp::ConstantOfShape(v) => {
+                let shape = cx.out(0)?.shape().to_vec();
+                let name = format!("{}:value", cx.node.name);
+                let value = cx.weight(&name, v);
+                let p = strided(&shape, 0, &vec![0; shape.len()])?;
+                let call = TypedCall::new("copy_strided", vec![v.dtype], &p).fallible();
+                cx.typed(call, vec![value], 0)?;
+                Ok(())
+            }
             _ => Err("should have been folded to a constant".into()),
         }
     }

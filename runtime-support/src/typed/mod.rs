@@ -19,6 +19,7 @@ pub mod params;
 pub mod recurrent;
 pub mod reduce;
 pub mod resize;
+pub mod resize_tables;
 pub mod rotary;
 pub mod signal;
 pub mod small;
@@ -47,6 +48,7 @@ pub use norm::{batch_norm, group_norm, layer_norm, lp_norm, lrn, mean_variance_n
 pub use recurrent::{gru, lstm, rnn};
 pub use reduce::{arg_reduce, cumsum, hardmax, reduce, softmax};
 pub use resize::{affine_grid, col2im, grid_sample, resize};
+pub use resize_tables::{resize_sampled, resize_tables};
 pub use rotary::{rotary_embedding, rotary_embedding_pos};
 pub use signal::{dft, mel_weight_matrix, stft, window};
 pub use small::{

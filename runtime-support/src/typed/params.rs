@@ -380,6 +380,9 @@ pub use super::misc::{
 pub use super::norm::{BatchNormT, GroupNorm, LayerNorm, LpNorm, LrnT, Mvn, RmsNorm};
 pub use super::recurrent::{Gru, Lstm, Rnn, RnnActivation, RnnDirection};
 pub use super::resize::{AffineGrid, Col2Im, GridPadding, GridSample, GridSampleMode, Resize};
+pub use super::resize_tables::{
+    NearestRounding, ResizeCoord, ResizeMode, ResizeSampled, ResizeSampling,
+};
 pub use super::rotary::Rotary;
 pub use super::signal::{Dft, MelWeightMatrix, Stft, Window, WindowKind};
 pub use super::small::{CastMode, RoundMode};

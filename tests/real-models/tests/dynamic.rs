@@ -152,6 +152,26 @@ fn vad_sequence_matches_onnxruntime() {
     same_as_static("vad_sequence");
 }
 
+/// A text detector (DB head over a ResNet-like backbone) at heights and widths from 32
+/// to 960 on steps of 32, one build: its nearest-neighbour Resize builds its tap
+/// tables at run time. At 32×32 the deepest stage is 1×1. Tolerance as for the static
+/// build.
+#[test]
+fn det_height_width_matches_onnxruntime() {
+    check("det_height_width", 1e-6, 3e-3);
+    same_as_static("det_height_width");
+}
+
+/// YOLOv8n at heights and widths from 64 to 640: its anchor grid (ConstantOfShape,
+/// Range and Expand over the feature maps' shapes, folded in a fixed build) is
+/// computed at run time, and the number of boxes follows the shape. Tolerance as
+/// for the static build.
+#[test]
+fn yolo_height_width_matches_onnxruntime() {
+    check("yolo_height_width", 1e-5, 1e-5);
+    same_as_static("yolo_height_width");
+}
+
 /// Every error a run at given dims can meet, with its message.
 #[test]
 fn run_time_dims_are_checked() {
@@ -234,11 +254,13 @@ fn every_case_is_tested() {
         listed,
         [
             "cls_batch",
+            "det_height_width",
             "minilm_sequence",
             "orientation_batch",
             "rec_batch_width",
             "rec_width",
-            "vad_sequence"
+            "vad_sequence",
+            "yolo_height_width"
         ]
     );
 }

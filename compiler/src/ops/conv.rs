@@ -1,4 +1,5 @@
-//! Convolution, pooling and LRN over NCHW float32, on the tuned kernels (each has a
+//! Convolution, pooling and LRN over NCHW float32 (1-D windows as 2-D ones one row
+//! high), on the tuned kernels (each has a
 //! CUDA kernel). Windows are resolved once by [`crate::window::resolve`] for inference
 //! and lowering. Every other rank and element type (and MaxPool's Indices output) goes
 //! to the typed N-d kernels through [`super::conv_nd`].
@@ -49,13 +50,13 @@ impl Operator for Conv {
             return conv_nd::lower_conv(&self.window, self.group, self.activation, cx);
         }
         let (x_shape, w_shape) = (cx.shape(0)?, cx.shape(1)?);
-        let y_shape = cx.out(0)?.shape();
-        let win = Window2d::from(&window::resolve(
+        let win = window_2d(window::resolve(
             &self.window,
             &x_shape[2..],
             Some(&w_shape[2..]),
             false,
         )?);
+        let (x_shape, y_shape) = (as_2d(x_shape), as_2d(cx.out(0)?.shape()));
         let p = params::Conv2d {
             n: x_shape[0],
             c_in: x_shape[1],
@@ -79,9 +80,36 @@ impl Operator for Conv {
     impl_as_any!();
 }
 
-/// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`.
+/// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`: 2-D
+/// windows, and 1-D ones as 2-D windows of height 1 (the same bytes).
 fn tuned(dtype: DType, rank: usize) -> bool {
-    dtype == DType::F32 && rank == 4
+    dtype == DType::F32 && (rank == 4 || rank == 3)
+}
+
+/// An `[N, C, L]` shape as `[N, C, 1, L]`; a 4-D shape as it is.
+fn as_2d(shape: &[usize]) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    if s.len() == 3 {
+        s.insert(2, 1);
+    }
+    s
+}
+
+/// A resolved window as the 2-D kernels take it (a 1-D window one row high).
+fn window_2d(mut sp: window::Spatial) -> Window2d {
+    if sp.kernel.len() == 1 {
+        for v in [
+            &mut sp.kernel,
+            &mut sp.strides,
+            &mut sp.dilations,
+            &mut sp.out,
+        ] {
+            v.insert(0, 1);
+        }
+        sp.pads_begin.insert(0, 0);
+        sp.pads_end.insert(0, 0);
+    }
+    Window2d::from(&sp)
 }
 
 /// MaxPool and AveragePool over 2-D windows.
@@ -117,8 +145,8 @@ impl Operator for Pool {
             return conv_nd::lower_pool(&self.window, self.average, self.column_major, cx);
         }
         let x_shape = cx.shape(0)?;
-        let y_shape = cx.out(0)?.shape();
-        let win = Window2d::from(&window::resolve(&self.window, &x_shape[2..], None, true)?);
+        let win = window_2d(window::resolve(&self.window, &x_shape[2..], None, true)?);
+        let (x_shape, y_shape) = (as_2d(x_shape), as_2d(cx.out(0)?.shape()));
         let kind = match self.average {
             Some(count_include_pad) => params::PoolKind::Average { count_include_pad },
             None => params::PoolKind::Max,

@@ -212,4 +212,6 @@ pub enum Activation {
     LeakyRelu { alpha: f32 },
     Clip { min: f32, max: f32 },
     Sigmoid,
+    HardSigmoid { alpha: f32, beta: f32 },
+    HardSwish,
 }

@@ -411,6 +411,10 @@ pub(crate) fn activation_param(a: Option<Activation>) -> params::Activation {
         Some(Activation::LeakyRelu { alpha }) => params::Activation::LeakyRelu { alpha },
         Some(Activation::Clip { min, max }) => params::Activation::Clip { min, max },
         Some(Activation::Sigmoid) => params::Activation::Sigmoid,
+        Some(Activation::HardSigmoid { alpha, beta }) => {
+            params::Activation::HardSigmoid { alpha, beta }
+        }
+        Some(Activation::HardSwish) => params::Activation::HardSwish,
     }
 }
 

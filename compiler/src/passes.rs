@@ -387,6 +387,8 @@ fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
             UnaryOp::Relu => Some(Activation::Relu),
             UnaryOp::LeakyRelu { alpha } => Some(Activation::LeakyRelu { alpha }),
             UnaryOp::Sigmoid => Some(Activation::Sigmoid),
+            UnaryOp::HardSigmoid { alpha, beta } => Some(Activation::HardSigmoid { alpha, beta }),
+            UnaryOp::HardSwish => Some(Activation::HardSwish),
             _ => None,
         };
     }

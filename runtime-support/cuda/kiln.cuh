@@ -68,6 +68,8 @@ __device__ __forceinline__ long long kiln_stride() {
 #define KILN_OP_ABS 8
 #define KILN_OP_SQRT 9
 #define KILN_OP_ERF 10
+#define KILN_OP_HARD_SIGMOID 11  // f0 = alpha, f1 = beta
+#define KILN_OP_HARD_SWISH 12
 
 __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float f1) {
     switch (op) {
@@ -81,6 +83,11 @@ __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float 
     case KILN_OP_ABS: return fabsf(x);
     case KILN_OP_SQRT: return sqrtf(x);
     case KILN_OP_ERF: return erff(x);
+    case KILN_OP_HARD_SIGMOID: {
+        float v = f0 * x + f1;  // NaN stays NaN (fmaxf would drop it), as on the CPU
+        return v != v ? v : fminf(fmaxf(v, 0.0f), 1.0f);
+    }
+    case KILN_OP_HARD_SWISH: return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
     default: return x;
     }
 }

@@ -4,6 +4,9 @@
 //! Every struct is plain data with `const`-constructible public fields, so generated code
 //! can write `const P: Conv2d = Conv2d { .. };`. Lengths are in `f32` elements.
 
+/// Output positions the depthwise convolution kernel computes together.
+pub const DEPTHWISE_LANES: usize = 8;
+
 /// Highest tensor rank the broadcasting and transposing kernels handle.
 pub const MAX_RANK: usize = 6;
 
@@ -12,9 +15,21 @@ pub const MAX_RANK: usize = 6;
 pub enum Activation {
     None,
     Relu,
-    LeakyRelu { alpha: f32 },
-    Clip { min: f32, max: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
+    Clip {
+        min: f32,
+        max: f32,
+    },
     Sigmoid,
+    /// `max(0, min(1, alpha·x + beta))`.
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
+    /// `x · max(0, min(1, x/6 + 1/2))`.
+    HardSwish,
 }
 
 /// 2-D convolution over NCHW, weights OIHW (ONNX layout), optional bias of length
@@ -93,15 +108,27 @@ pub enum Binary {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Unary {
     Relu,
-    LeakyRelu { alpha: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
     Sigmoid,
     Tanh,
-    Clip { min: f32, max: f32 },
+    Clip {
+        min: f32,
+        max: f32,
+    },
     Exp,
     Neg,
     Abs,
     Sqrt,
     Erf,
+    /// `max(0, min(1, alpha·x + beta))`.
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
+    /// `x · max(0, min(1, x/6 + 1/2))`.
+    HardSwish,
 }
 
 /// Inference-time batch normalisation over NCHW-like data: `c` channels, each
@@ -223,10 +250,21 @@ impl Conv2d {
 
     /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one block of
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
-    /// [`CONV_MAX_BLOCK`] columns). The compiler plans it in the arena as a tensor
-    /// living for one step.
+    /// [`CONV_MAX_BLOCK`] columns); for a padded depthwise layer, one input plane with
+    /// its zero border. The compiler plans it in the arena as a tensor living for one
+    /// step.
     pub const fn scratch_len(&self) -> usize {
-        if self.is_pointwise() || self.is_depthwise() {
+        if self.is_depthwise() {
+            let [top, left, bottom, right] = self.pads;
+            if top + left + bottom + right == 0 {
+                return 0;
+            }
+            // Rows narrower than a block are computed as a whole block reading past
+            // their end: slack after the last row keeps that inside the scratch.
+            let slack = DEPTHWISE_LANES * self.stride[1] * self.dilation[1] + self.kernel[1];
+            return (self.h_in + top + bottom) * (self.w_in + left + right) + slack;
+        }
+        if self.is_pointwise() {
             return 0;
         }
         let positions = self.h_out * self.w_out;

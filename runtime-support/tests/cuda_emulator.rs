@@ -251,7 +251,7 @@ impl Rng {
     }
 }
 
-const ACTIVATIONS: [Activation; 5] = [
+const ACTIVATIONS: [Activation; 7] = [
     Activation::None,
     Activation::Relu,
     Activation::LeakyRelu { alpha: 0.1 },
@@ -260,6 +260,11 @@ const ACTIVATIONS: [Activation; 5] = [
         max: 0.5,
     },
     Activation::Sigmoid,
+    Activation::HardSigmoid {
+        alpha: 0.2,
+        beta: 0.5,
+    },
+    Activation::HardSwish,
 ];
 
 fn rank_array(xs: &[usize]) -> [usize; MAX_RANK] {
@@ -724,7 +729,7 @@ fn matmul_cases() -> Vec<Case> {
 // ---------------------------------------------------------------------------------
 // Elementwise
 
-const UNARIES: [Unary; 9] = [
+const UNARIES: [Unary; 11] = [
     Unary::Relu,
     Unary::LeakyRelu { alpha: 0.3 },
     Unary::Sigmoid,
@@ -737,6 +742,11 @@ const UNARIES: [Unary; 9] = [
     Unary::Neg,
     Unary::Abs,
     Unary::Sqrt,
+    Unary::HardSigmoid {
+        alpha: 0.25,
+        beta: 0.5,
+    },
+    Unary::HardSwish,
 ];
 
 fn unary_cases() -> Vec<Case> {

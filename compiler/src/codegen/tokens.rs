@@ -31,6 +31,11 @@ pub fn activation(rt: &TokenStream, a: Activation) -> TokenStream {
         Activation::None => quote!(#rt::params::Activation::None),
         Activation::Relu => quote!(#rt::params::Activation::Relu),
         Activation::Sigmoid => quote!(#rt::params::Activation::Sigmoid),
+        Activation::HardSwish => quote!(#rt::params::Activation::HardSwish),
+        Activation::HardSigmoid { alpha, beta } => {
+            let (alpha, beta) = (f32_lit(alpha), f32_lit(beta));
+            quote!(#rt::params::Activation::HardSigmoid { alpha: #alpha, beta: #beta })
+        }
         Activation::LeakyRelu { alpha } => {
             let alpha = f32_lit(alpha);
             quote!(#rt::params::Activation::LeakyRelu { alpha: #alpha })
@@ -52,6 +57,11 @@ pub fn unary(rt: &TokenStream, u: Unary) -> TokenStream {
         Unary::Abs => quote!(#rt::params::Unary::Abs),
         Unary::Sqrt => quote!(#rt::params::Unary::Sqrt),
         Unary::Erf => quote!(#rt::params::Unary::Erf),
+        Unary::HardSwish => quote!(#rt::params::Unary::HardSwish),
+        Unary::HardSigmoid { alpha, beta } => {
+            let (alpha, beta) = (f32_lit(alpha), f32_lit(beta));
+            quote!(#rt::params::Unary::HardSigmoid { alpha: #alpha, beta: #beta })
+        }
         Unary::LeakyRelu { alpha } => {
             let alpha = f32_lit(alpha);
             quote!(#rt::params::Unary::LeakyRelu { alpha: #alpha })

@@ -101,6 +101,10 @@ fn activation(a: Option<Activation>) -> tp::ConvActivation {
         Some(Activation::LeakyRelu { alpha }) => tp::ConvActivation::LeakyRelu { alpha },
         Some(Activation::Clip { min, max }) => tp::ConvActivation::Clip { min, max },
         Some(Activation::Sigmoid) => tp::ConvActivation::Sigmoid,
+        Some(Activation::HardSigmoid { alpha, beta }) => {
+            tp::ConvActivation::HardSigmoid { alpha, beta }
+        }
+        Some(Activation::HardSwish) => tp::ConvActivation::HardSwish,
     }
 }
 

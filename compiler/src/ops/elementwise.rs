@@ -90,6 +90,8 @@ fn legacy_unary(op: tp::UnaryOp) -> Option<legacy::Unary> {
         tp::UnaryOp::Abs => legacy::Unary::Abs,
         tp::UnaryOp::Sqrt => legacy::Unary::Sqrt,
         tp::UnaryOp::Erf => legacy::Unary::Erf,
+        tp::UnaryOp::HardSigmoid { alpha, beta } => legacy::Unary::HardSigmoid { alpha, beta },
+        tp::UnaryOp::HardSwish => legacy::Unary::HardSwish,
         _ => return None,
     })
 }
@@ -183,11 +185,11 @@ unary_ops! {
         gamma: a.float_or("gamma", 1.050_701)?,
     };
     "Celu" 12 Float false => |a| U::Celu { alpha: a.float_or("alpha", 1.0)? };
-    "HardSigmoid" 6 Float false => |a| U::HardSigmoid {
+    "HardSigmoid" 6 Float true => |a| U::HardSigmoid {
         alpha: a.float_or("alpha", 0.2)?,
         beta: a.float_or("beta", 0.5)?,
     };
-    "HardSwish" 14 Float false => |a| U::HardSwish;
+    "HardSwish" 14 Float true => |a| U::HardSwish;
     "Softplus" 1 Float false => |a| U::Softplus;
     "Softsign" 1 Float false => |a| U::Softsign;
     "Mish" 18 Float false => |a| U::Mish;

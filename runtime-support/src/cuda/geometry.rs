@@ -177,6 +177,8 @@ pub const fn activation_code(a: Activation) -> (i32, f32, f32) {
         Activation::LeakyRelu { alpha } => (2, alpha, 0.0),
         Activation::Sigmoid => (3, 0.0, 0.0),
         Activation::Clip { min, max } => (5, min, max),
+        Activation::HardSigmoid { alpha, beta } => (11, alpha, beta),
+        Activation::HardSwish => (12, 0.0, 0.0),
     }
 }
 
@@ -193,6 +195,8 @@ pub const fn unary_code(op: Unary) -> (i32, f32, f32) {
         Unary::Abs => (8, 0.0, 0.0),
         Unary::Sqrt => (9, 0.0, 0.0),
         Unary::Erf => (10, 0.0, 0.0),
+        Unary::HardSigmoid { alpha, beta } => (11, alpha, beta),
+        Unary::HardSwish => (12, 0.0, 0.0),
     }
 }
 

@@ -3,7 +3,10 @@
 //! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
 //!   `X[c_in/g, H*W]`, so it is one GEMM `Y = W · X` on the input as it lies;
 //! - **depthwise** (one input and one output channel per group): a direct sliding
-//!   window, one multiply-add run per kernel tap and output row, no scratch;
+//!   window, one multiply-add run per kernel tap and output row; a padded layer first
+//!   copies each plane into `scratch` inside a zero border, so that every output is
+//!   an interior one (no clipped windows at the edges, which on a 14×14 map with a
+//!   5×5 kernel are 4 columns of 14);
 //! - **everything else**: for each image, group and block of output positions,
 //!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per
 //!   position), then one GEMM `Y[:, block] = W_g · cols`.
@@ -25,7 +28,7 @@ use super::elementwise::{bias_activate, gather};
 use super::gemm::{Operand, sgemm};
 use super::simd::vectorize;
 use super::window::Window;
-use crate::params::{CONV_MAX_BLOCK, Conv2d};
+use crate::params::{CONV_MAX_BLOCK, Conv2d, DEPTHWISE_LANES};
 
 /// Output length of one axis under ONNX `Conv` with explicit pads.
 fn out_len(in_len: usize, kernel: usize, stride: usize, dilation: usize, pads: usize) -> usize {
@@ -84,7 +87,7 @@ pub fn conv2d(
         return;
     }
     if p.is_depthwise() {
-        return depthwise(p, x, w, bias, y);
+        return depthwise(p, x, w, bias, y, scratch);
     }
     let win = window(p);
     let block = block_cols(plane_out);
@@ -213,18 +216,44 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
 }
 
 /// Direct depthwise convolution, one output row at a time (see [`depthwise_row`]);
-/// bias and activation finish each row while it is in L1.
-fn depthwise(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
-    let win = window(p);
+/// bias and activation finish each row while it is in L1. With padding, each plane
+/// is first copied inside the zero border `scratch` holds ([`Conv2d::scratch_len`]).
+fn depthwise(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
     let taps = p.kernel[0] * p.kernel[1];
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    let [top, left, bottom, right] = p.pads;
+    let (h_pad, w_pad) = (p.h_in + top + bottom, p.w_in + left + right);
+    let bordered = !scratch.is_empty();
+    let win = if bordered {
+        let (out, no_pads) = ([p.h_out, p.w_out], [0; 4]);
+        Window::new([h_pad, w_pad], out, p.kernel, p.stride, p.dilation, no_pads)
+    } else {
+        window(p)
+    };
+    // The border stays zero: each plane writes only the inside.
+    scratch.fill(0.0);
     vectorize!({
         let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
         for (i, (x, out)) in planes.enumerate() {
             let c = i % p.c_out;
             let wc = &w[c * taps..][..taps];
+            let plane = if bordered {
+                for (r, row) in x.chunks_exact(p.w_in).enumerate() {
+                    scratch[(r + top) * w_pad + left..][..p.w_in].copy_from_slice(row);
+                }
+                &scratch[..]
+            } else {
+                x
+            };
             for (oh, row) in out.chunks_exact_mut(p.w_out).enumerate() {
-                depthwise_row(&win, x, wc, oh, row);
+                depthwise_row(&win, plane, wc, oh, row, bordered);
                 bias_activate(p.activation, bias.map_or(0.0, |b| b[c]), row);
             }
         }
@@ -232,7 +261,7 @@ fn depthwise(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f3
 }
 
 /// Output positions computed together in registers by [`depthwise_row`].
-const LANES: usize = 8;
+const LANES: usize = DEPTHWISE_LANES;
 
 /// One output row of a depthwise convolution, without bias.
 ///
@@ -240,9 +269,17 @@ const LANES: usize = 8;
 /// outputs are accumulated together over all taps in an array the compiler keeps in
 /// one vector register: one load and one multiply-add per tap, and one store. The few
 /// outputs at the edges, whose windows reach into the padding, sum their valid taps
-/// one by one.
+/// one by one. A `bordered` plane (padding copied in, slack after it) has no edges,
+/// and a row narrower than a block is one block whose extra lanes are dropped.
 #[inline(always)]
-fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [f32]) {
+fn depthwise_row(
+    win: &Window,
+    plane: &[f32],
+    wc: &[f32],
+    oh: usize,
+    out: &mut [f32],
+    bordered: bool,
+) {
     let (h, w) = (&win.h, &win.w);
     let rows = h.taps_inside(oh);
     let in_row = |ki: usize| {
@@ -254,7 +291,7 @@ fn depthwise_row(win: &Window, plane: &[f32], wc: &[f32], oh: usize, out: &mut [
     let end = last.end.max(start);
     // The interior in blocks of LANES; a last partial block is computed as a full
     // block ending at `end`, overlapping the one before it.
-    let blocked = end - start >= LANES;
+    let blocked = end - start >= LANES || (bordered && start == 0 && end == w.out_len);
     if !blocked {
         // Narrow rows (small late-stage maps): one multiply-add pass per tap over the
         // outputs that tap reaches, instead of clipping every output's window.
@@ -327,7 +364,7 @@ type Interior<'a> = (
     &'a mut [f32],
 );
 
-/// The interior of [`depthwise_row`] (at least [`LANES`] columns), [`LANES`] outputs at
+/// The interior of [`depthwise_row`] (at least [`LANES`] columns, or a bordered row), [`LANES`] outputs at
 /// a time; `load` reads the lanes of one tap from an input row at an offset.
 #[inline(always)]
 fn depthwise_interior(
@@ -336,13 +373,14 @@ fn depthwise_interior(
 ) {
     let (h, w) = (&win.h, &win.w);
     let rows = h.taps_inside(oh);
-    let last_block = cols.end - LANES;
+    let last_block = cols.end.saturating_sub(LANES).max(cols.start);
     let blocks = cols.clone().step_by(LANES).map(|ow| ow.min(last_block));
     for ow in blocks {
         let mut acc = [0.0f32; LANES];
         for ki in rows.clone() {
             let ih = h.input_pos(oh, ki) as usize;
-            let src = &plane[ih * w.in_len..][..w.in_len];
+            // The rest of the plane, not the row: a narrow row's block reads past it.
+            let src = &plane[ih * w.in_len..];
             for kj in 0..w.kernel {
                 let wk = wc[ki * w.kernel + kj];
                 let v = load(src, w.input_pos(ow, kj) as usize);
@@ -351,7 +389,8 @@ fn depthwise_interior(
                 }
             }
         }
-        out[ow..ow + LANES].copy_from_slice(&acc);
+        let n = LANES.min(cols.end - ow);
+        out[ow..ow + n].copy_from_slice(&acc[..n]);
     }
 }
 

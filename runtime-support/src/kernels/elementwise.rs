@@ -53,6 +53,15 @@ macro_rules! with_unary {
                 let $f = f32::sqrt;
                 $body
             }
+            Unary::HardSigmoid { alpha, beta } => {
+                // `clamp` keeps NaN, as the reference's `np.clip` does (`max` would not).
+                let $f = move |x: f32| (alpha * x + beta).clamp(0.0, 1.0);
+                $body
+            }
+            Unary::HardSwish => {
+                let $f = |x: f32| x * (x / 6.0 + 0.5).clamp(0.0, 1.0);
+                $body
+            }
         }
     };
 }
@@ -97,6 +106,8 @@ fn activation_op(a: Activation) -> Option<Unary> {
         Activation::LeakyRelu { alpha } => Some(Unary::LeakyRelu { alpha }),
         Activation::Clip { min, max } => Some(Unary::Clip { min, max }),
         Activation::Sigmoid => Some(Unary::Sigmoid),
+        Activation::HardSigmoid { alpha, beta } => Some(Unary::HardSigmoid { alpha, beta }),
+        Activation::HardSwish => Some(Unary::HardSwish),
     }
 }
 

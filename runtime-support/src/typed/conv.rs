@@ -26,6 +26,8 @@ pub enum ConvActivation {
     LeakyRelu { alpha: f32 },
     Clip { min: f32, max: f32 },
     Sigmoid,
+    HardSigmoid { alpha: f32, beta: f32 },
+    HardSwish,
 }
 
 impl ConvActivation {
@@ -48,6 +50,10 @@ impl ConvActivation {
                 }
             }
             ConvActivation::Clip { min, max } => v.max(min as f64).min(max as f64),
+            ConvActivation::HardSigmoid { alpha, beta } => {
+                (alpha as f64 * v + beta as f64).clamp(0.0, 1.0)
+            }
+            ConvActivation::HardSwish => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
             ConvActivation::Sigmoid => {
                 if v >= 0.0 {
                     1.0 / (1.0 + (-v).exp())

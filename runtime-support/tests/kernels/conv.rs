@@ -183,9 +183,17 @@ fn grouped() {
 
 #[test]
 fn depthwise() {
+    // Padded: each plane is copied inside a zero border in the scratch.
     let p = params(2, 5, [9, 11], 5, [3, 3], [1, 1], [1, 1], [1; 4], 5);
-    assert!(p.is_depthwise() && p.scratch_len() == 0);
+    assert!(p.is_depthwise() && p.scratch_len() > 0);
     check(p, 15);
+    // Unpadded: read in place, no scratch.
+    let p = params(1, 3, [9, 11], 3, [3, 3], [1, 1], [1, 1], [0; 4], 3);
+    assert!(p.is_depthwise() && p.scratch_len() == 0);
+    check(p, 18);
+    // Rows narrower than a block (7×7 with a 5×5 kernel, a late stage).
+    let p = params(1, 4, [7, 7], 4, [5, 5], [1, 1], [1, 1], [2; 4], 4);
+    check(p, 19);
     check(
         params(1, 7, [13, 10], 7, [5, 3], [2, 2], [2, 1], [3, 0, 1, 2], 7),
         16,

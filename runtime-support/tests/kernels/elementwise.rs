@@ -3,7 +3,7 @@ use kiln_runtime::params::{Binary, Broadcast, MAX_RANK, Unary};
 
 use crate::reference::{Rng, assert_close, unary_ref};
 
-const UNARY: [Unary; 10] = [
+const UNARY: [Unary; 12] = [
     Unary::Relu,
     Unary::LeakyRelu { alpha: 0.01 },
     Unary::Sigmoid,
@@ -17,6 +17,11 @@ const UNARY: [Unary; 10] = [
     Unary::Abs,
     Unary::Sqrt,
     Unary::Erf,
+    Unary::HardSigmoid {
+        alpha: 0.2,
+        beta: 0.5,
+    },
+    Unary::HardSwish,
 ];
 
 const BINARY: [Binary; 6] = [

@@ -68,6 +68,9 @@ pub fn unary_ref(op: Unary, x: f32) -> f32 {
         Unary::Abs => x.abs(),
         Unary::Sqrt => x.sqrt(),
         Unary::Erf => kiln_runtime::typed::elem::erf(x),
+        // ONNX: max(0, min(1, alpha·x + beta)); HardSwish is x · HardSigmoid(1/6, 1/2).
+        Unary::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
+        Unary::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
     };
     y as f32
 }
@@ -79,11 +82,13 @@ pub fn activation_ref(a: Activation, x: f32) -> f32 {
         Activation::LeakyRelu { alpha } => unary_ref(Unary::LeakyRelu { alpha }, x),
         Activation::Clip { min, max } => unary_ref(Unary::Clip { min, max }, x),
         Activation::Sigmoid => unary_ref(Unary::Sigmoid, x),
+        Activation::HardSigmoid { alpha, beta } => unary_ref(Unary::HardSigmoid { alpha, beta }, x),
+        Activation::HardSwish => unary_ref(Unary::HardSwish, x),
     }
 }
 
 /// Every fused activation, for tests that sweep them.
-pub const ACTIVATIONS: [Activation; 5] = [
+pub const ACTIVATIONS: [Activation; 7] = [
     Activation::None,
     Activation::Relu,
     Activation::LeakyRelu { alpha: 0.1 },
@@ -92,6 +97,11 @@ pub const ACTIVATIONS: [Activation; 5] = [
         max: 0.75,
     },
     Activation::Sigmoid,
+    Activation::HardSigmoid {
+        alpha: 0.2,
+        beta: 0.5,
+    },
+    Activation::HardSwish,
 ];
 
 /// Bit-for-bit equality (NaNs included): in-place kernels run the out-of-place

@@ -250,19 +250,19 @@ impl Conv2d {
 
     /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one block of
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
-    /// [`CONV_MAX_BLOCK`] columns); for a padded depthwise layer, one input plane with
-    /// its zero border. The compiler plans it in the arena as a tensor living for one
+    /// [`CONV_MAX_BLOCK`] columns); for a depthwise layer padded left or right, one
+    /// input plane between zero columns. The compiler plans it in the arena as a tensor living for one
     /// step.
     pub const fn scratch_len(&self) -> usize {
         if self.is_depthwise() {
-            let [top, left, bottom, right] = self.pads;
-            if top + left + bottom + right == 0 {
+            let [_, left, _, right] = self.pads;
+            if left + right == 0 {
                 return 0;
             }
             // Rows narrower than a block are computed as a whole block reading past
             // their end: slack after the last row keeps that inside the scratch.
             let slack = DEPTHWISE_LANES * self.stride[1] * self.dilation[1] + self.kernel[1];
-            return (self.h_in + top + bottom) * (self.w_in + left + right) + slack;
+            return self.h_in * (self.w_in + left + right) + slack;
         }
         if self.is_pointwise() {
             return 0;

@@ -3,10 +3,11 @@
 //! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
 //!   `X[c_in/g, H*W]`, so it is one GEMM `Y = W · X` on the input as it lies;
 //! - **depthwise** (one input and one output channel per group): a direct sliding
-//!   window, one multiply-add run per kernel tap and output row; a padded layer first
-//!   copies each plane into `scratch` inside a zero border, so that every output is
-//!   an interior one (no clipped windows at the edges, which on a 14×14 map with a
-//!   5×5 kernel are 4 columns of 14);
+//!   window, one multiply-add run per kernel tap and output row; a layer padded left
+//!   or right first copies each plane into `scratch` between zero columns, so that
+//!   every output of a row is an interior one (no clipped windows at the edges, which
+//!   on a 14×14 map with a 5×5 kernel are 4 columns of 14). Rows of taps outside the
+//!   plane are skipped, not padded: on a map 2 rows high a 5×5 kernel reads 2 rows;
 //! - **everything else**: for each image, group and block of output positions,
 //!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per
 //!   position), then one GEMM `Y[:, block] = W_g · cols`.
@@ -216,8 +217,9 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
 }
 
 /// Direct depthwise convolution, one output row at a time (see [`depthwise_row`]);
-/// bias and activation finish each row while it is in L1. With padding, each plane
-/// is first copied inside the zero border `scratch` holds ([`Conv2d::scratch_len`]).
+/// bias and activation finish each row while it is in L1. With left or right padding,
+/// each plane is first copied between the zero columns `scratch` holds
+/// ([`Conv2d::scratch_len`]).
 fn depthwise(
     p: &Conv2d,
     x: &[f32],
@@ -229,15 +231,22 @@ fn depthwise(
     let taps = p.kernel[0] * p.kernel[1];
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
     let [top, left, bottom, right] = p.pads;
-    let (h_pad, w_pad) = (p.h_in + top + bottom, p.w_in + left + right);
+    let w_pad = p.w_in + left + right;
     let bordered = !scratch.is_empty();
     let win = if bordered {
-        let (out, no_pads) = ([p.h_out, p.w_out], [0; 4]);
-        Window::new([h_pad, w_pad], out, p.kernel, p.stride, p.dilation, no_pads)
+        let (out, rows_only) = ([p.h_out, p.w_out], [top, 0, bottom, 0]);
+        Window::new(
+            [p.h_in, w_pad],
+            out,
+            p.kernel,
+            p.stride,
+            p.dilation,
+            rows_only,
+        )
     } else {
         window(p)
     };
-    // The border stays zero: each plane writes only the inside.
+    // The zero columns stay zero: each plane writes only between them.
     scratch.fill(0.0);
     vectorize!({
         let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
@@ -246,7 +255,7 @@ fn depthwise(
             let wc = &w[c * taps..][..taps];
             let plane = if bordered {
                 for (r, row) in x.chunks_exact(p.w_in).enumerate() {
-                    scratch[(r + top) * w_pad + left..][..p.w_in].copy_from_slice(row);
+                    scratch[r * w_pad + left..][..p.w_in].copy_from_slice(row);
                 }
                 &scratch[..]
             } else {

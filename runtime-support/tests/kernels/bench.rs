@@ -252,7 +252,7 @@ fn bench_other_kernels() {
                 &b[..144 * 9],
                 Some(&b[..144]),
                 &mut y[..m],
-                &mut [],
+                &mut vec![0.0; dw.scratch_len()],
             )
         }),
     );
@@ -271,7 +271,7 @@ fn bench_other_kernels() {
                 &b[..144 * 9],
                 Some(&b[..144]),
                 &mut y[..m / 4],
-                &mut [],
+                &mut vec![0.0; dw2.scratch_len()],
             )
         }),
     );

@@ -294,6 +294,7 @@ fn usage_errors() {
 fn run_builds_runs_and_reuses_the_build() {
     let dir = TempDir::new("run");
     let model = write_model(dir.path(), true);
+    let _cache_lock = lock_run_cache();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-run-cache");
     let input: Vec<f32> = (0..2 * 3 * 8 * 8)
         .map(|i| (i % 17) as f32 / 17.0 - 0.5)
@@ -372,6 +373,7 @@ fn run_builds_runs_and_reuses_the_build() {
 fn run_with_declared_dims_serves_every_shape_from_one_build() {
     let dir = TempDir::new("run-dims");
     let model = write_model(dir.path(), true);
+    let _cache_lock = lock_run_cache();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-run-cache");
     let input: Vec<f32> = (0..3 * 3 * 8 * 8)
         .map(|i| (i % 13) as f32 / 13.0 - 0.5)
@@ -425,4 +427,12 @@ fn run_with_declared_dims_serves_every_shape_from_one_build() {
     for (p, q) in a.iter().zip(b) {
         assert!((p - q).abs() < 1e-6, "{p} vs {q}");
     }
+}
+
+/// The `kiln run` tests share one build cache (its dependencies build once) and check
+/// which drivers it rebuilt: they take turns, or one sees the other's build.
+fn lock_run_cache() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

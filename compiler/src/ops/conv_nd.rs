@@ -520,7 +520,15 @@ impl Operator for ConvTranspose {
         let x = cx.operand(0)?;
         let w = cx.operand(1)?;
         let b = bias_or_zeros(cx, 2, d, g.c_out)?;
-        let call = TypedCall::new("conv_transpose", vec![d], &tp::ConvTransposeNd { geom: g });
+        let p = tp::ConvTransposeNd { geom: g };
+        if d == DType::F32 && g.dims == 2 {
+            // Row by row over matrix products (`kiln_runtime::kernels::conv_transpose`).
+            let call = TypedCall::new("conv_transpose_rows", vec![], &p);
+            let n = cx.out(0)?.len();
+            let scratch = (DType::F32, p.rows_scratch_len());
+            return cx.typed_with_scratch(call, vec![x, w, b], &[(0, d, n)], scratch);
+        }
+        let call = TypedCall::new("conv_transpose", vec![d], &p);
         cx.typed(call, vec![x, w, b], 0)?;
         Ok(())
     }

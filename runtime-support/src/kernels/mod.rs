@@ -18,6 +18,7 @@
 
 mod affine;
 mod conv;
+mod conv_transpose;
 mod elementwise;
 mod gemm;
 pub(crate) mod index;
@@ -29,6 +30,7 @@ mod window;
 
 pub use affine::{channel_affine, channel_affine_inplace};
 pub use conv::conv2d;
+pub use conv_transpose::conv_transpose_rows;
 pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
 pub use gemm::{gemm, matmul};
 pub use layout::{concat, copy, transpose};

@@ -25,6 +25,9 @@ pub mod signal;
 pub mod small;
 pub mod view;
 
+/// The float32 2-D ConvTranspose over matrix products (`kernels`), called like the
+/// typed kernels.
+pub use crate::kernels::conv_transpose_rows;
 pub use attention::attention;
 pub use conv::{
     conv_integer, conv_nd, conv_transpose, deform_conv, dequantize_linear, dynamic_quantize_linear,

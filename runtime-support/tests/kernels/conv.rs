@@ -286,3 +286,72 @@ fn many_blocks() {
         33,
     );
 }
+
+/// ConvTranspose over matrix products, row by row, against the typed kernel's
+/// element-by-element gather (f64 sums): strides, dilations, pads, groups, taps
+/// that overlap (kernel wider than the stride) and taps that fall outside.
+#[test]
+fn conv_transpose_rows_matches_the_gather() {
+    use kiln_runtime::typed::params::{ConvGeom, ConvTransposeNd, RANK};
+    use kiln_runtime::typed::{conv_transpose, conv_transpose_rows};
+    // (n, c_in, c_out, group, in [h, w], kernel, strides, dilations, pads begin, out)
+    #[allow(clippy::type_complexity)]
+    let cases: [(
+        usize,
+        usize,
+        usize,
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [isize; 2],
+        [usize; 2],
+    ); 5] = [
+        // PP-OCR's DB head: kernel = stride, no overlap.
+        (1, 6, 6, 1, [5, 7], [2, 2], [2, 2], [1, 1], [0, 0], [10, 14]),
+        // Overlapping 3x3 taps at stride 2, pads 1 (output 2·in − 1).
+        (2, 4, 3, 1, [4, 5], [3, 3], [2, 2], [1, 1], [1, 1], [7, 9]),
+        // Groups, dilation, uneven strides.
+        (1, 4, 6, 2, [3, 4], [2, 3], [1, 2], [2, 1], [0, 1], [5, 8]),
+        // Pads that cut taps off both edges.
+        (1, 3, 2, 1, [3, 3], [5, 5], [1, 1], [1, 1], [2, 2], [3, 3]),
+        // One column.
+        (1, 2, 2, 1, [4, 1], [3, 1], [1, 1], [1, 1], [0, 0], [6, 1]),
+    ];
+    for (i, &(n, c_in, c_out, group, hw, k, s, d, pads, out)) in cases.iter().enumerate() {
+        let arr = |v: [usize; 2]| {
+            let mut a = [1; RANK];
+            a[..2].copy_from_slice(&v);
+            a
+        };
+        let mut pad_arr = [0; RANK];
+        pad_arr[..2].copy_from_slice(&pads);
+        let p = ConvTransposeNd {
+            geom: ConvGeom {
+                n,
+                c_in,
+                c_out,
+                group,
+                dims: 2,
+                in_shape: arr(hw),
+                out_shape: arr(out),
+                kernel: arr(k),
+                strides: arr(s),
+                dilations: arr(d),
+                pads: pad_arr,
+            },
+        };
+        let mut rng = Rng::new(40 + i as u64);
+        let x = rng.vec(n * c_in * hw[0] * hw[1]);
+        let w = rng.vec(c_in * (c_out / group) * k[0] * k[1]);
+        let b = rng.vec(c_out);
+        let len = n * c_out * out[0] * out[1];
+        let mut want = vec![0.0f32; len];
+        conv_transpose(&p, &x, &w, &b, &mut want);
+        let mut got = vec![f32::NAN; len];
+        let mut scratch = vec![f32::NAN; p.rows_scratch_len()];
+        conv_transpose_rows(&p, &x, &w, &b, &mut got, &mut scratch);
+        assert_close(&got, &want, TOL, &format!("case {i}: {p:?}"));
+    }
+}

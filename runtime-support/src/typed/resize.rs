@@ -97,6 +97,10 @@ pub fn resize<T: Elem>(p: &Resize, x: &[T], idx: &[i64], w: &[f64], out: &mut [T
         }
     }
     let extrapolation = finish::<T>(p.extrapolation as f64);
+    if n_active == 0 && rank > 0 {
+        copy_rows(p, x, idx, &strides, extrapolation, out);
+        return;
+    }
     let mut o = [0usize; RANK];
     let mut base = [0usize; RANK];
     for y in out.iter_mut() {
@@ -147,6 +151,50 @@ pub fn resize<T: Elem>(p: &Resize, x: &[T], idx: &[i64], w: &[f64], out: &mut [T
             finish::<T>(acc)
         };
         next(&mut o, &p.out_shape, rank);
+    }
+}
+
+/// [`resize`] where every axis has one tap (nearest, or not resized): each output row
+/// gathers along the last axis from one input row, and a row reading the same input
+/// row as the one before it (upsampling) is a copy of that output row.
+fn copy_rows<T: Elem>(
+    p: &Resize,
+    x: &[T],
+    idx: &[i64],
+    strides: &[usize; RANK],
+    extrapolation: T,
+    out: &mut [T],
+) {
+    let last = p.rank.min(RANK) - 1;
+    let width = p.out_shape[last];
+    let columns = &idx[p.offset[last]..][..width];
+    let mut o = [0usize; RANK];
+    let mut previous: Option<(usize, usize)> = None;
+    for start in (0..out.len()).step_by(width) {
+        // The input row this output row reads, or None outside the crop region.
+        let mut base = Some(0usize);
+        for d in 0..last {
+            let i = idx[p.offset[d] + o[d]];
+            base = base.filter(|_| i >= 0).map(|b| b + i as usize * strides[d]);
+        }
+        match (base, previous) {
+            (Some(b), Some((pb, from))) if b == pb => {
+                out.copy_within(from..from + width, start);
+            }
+            (Some(b), _) => {
+                let row = &mut out[start..start + width];
+                for (y, &i) in row.iter_mut().zip(columns) {
+                    *y = if i < 0 {
+                        extrapolation
+                    } else {
+                        x[b + i as usize]
+                    };
+                }
+                previous = Some((b, start));
+            }
+            (None, _) => out[start..start + width].fill(extrapolation),
+        }
+        next(&mut o, &p.out_shape, last);
     }
 }
 

@@ -9,6 +9,9 @@
 
 use libfuzzer_sys::fuzz_target;
 
+#[path = "declared.rs"]
+mod declared;
+
 fuzz_target!(|data: &[u8]| {
     if data.len() < 8 {
         return;
@@ -19,13 +22,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut opts = kiln_compiler::Options::default();
     for (i, vi) in proto.graph.input.iter().enumerate().take(16) {
-        let declared = vi
-            .type_
-            .as_ref()
-            .filter(|t| t.has_tensor_type())
-            .map(|t| t.tensor_type())
-            .filter(|t| t.shape.is_some())
-            .map(|t| t.shape.dim.len());
+        let declared = declared::declared_rank(vi);
         let rank = declared.unwrap_or(pool[i % 8] as usize % 5).min(8);
         let dims: Vec<usize> = (0..rank).map(|j| pool[(i + j) % 8] as usize % 6).collect();
         opts.input_dims

@@ -13,6 +13,9 @@
 use kiln_compiler::dim::{Dim, SymbolRange};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "declared.rs"]
+mod declared;
+
 fuzz_target!(|data: &[u8]| {
     if data.len() < 8 {
         return;
@@ -24,13 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let mut opts = kiln_compiler::Options::default();
     let mut used = [false; 2];
     for (i, vi) in proto.graph.input.iter().enumerate().take(8) {
-        let declared = vi
-            .type_
-            .as_ref()
-            .filter(|t| t.has_tensor_type())
-            .map(|t| t.tensor_type())
-            .filter(|t| t.shape.is_some())
-            .map(|t| t.shape.dim.len());
+        let declared = declared::declared_rank(vi);
         let rank = declared.unwrap_or(pool[i % 8] as usize % 4 + 1).min(6);
         let mut dims: Vec<Dim> = (0..rank)
             .map(|j| Dim::from(pool[(i + j) % 8] as usize % 6 + 1))

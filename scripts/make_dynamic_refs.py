@@ -50,7 +50,52 @@ CASES = [
     ("yolo_height_width", "yolov8n_nudenet_320", ["images=1x3xHxW"],
      ["H=64..640:32", "W=64..640:32"],
      [{"H": 64, "W": 64}, {"H": 320, "W": 320}, {"H": 224, "W": 416}, {"H": 640, "W": 480}]),
+    # The same detector with its post-processing in the graph: NonMaxSuppression over the
+    # boxes of every H×W (how many it keeps is the data's), Gather of the kept boxes.
+    ("yolo_nms_height_width", "yolov8n_nudenet_320+nms", ["images=1x3xHxW"],
+     ["H=64..640:32", "W=64..640:32"],
+     [{"H": 64, "W": 64}, {"H": 320, "W": 320}, {"H": 224, "W": 416}, {"H": 640, "W": 480}]),
 ]
+
+
+def with_nms(model_path: Path, out_path: Path) -> None:
+    """YOLOv8's `output0` [1, 4 + classes, boxes] followed by NonMaxSuppression (centre
+    boxes, at most 10 per class, IoU 0.45) and a Gather of the kept boxes; outputs
+    `output0`, `selected` [n, 3] and `kept` [n, 4]. The score threshold, 0.00418, lies
+    in a gap of the scores these seeded noise images give (at least 1.8e-4 from every
+    score at every point, candidates of a class at least 2.5e-5 apart), so the
+    selection does not hang on float rounding."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    m = onnx.load(str(model_path))
+    g = m.graph
+    classes = g.output[0].type.tensor_type.shape.dim[1].dim_value - 4
+    consts = {
+        "nms_lo": np.array([0], np.int64), "nms_four": np.array([4], np.int64),
+        "nms_end": np.array([4 + classes], np.int64), "nms_axis2": np.array([2], np.int64),
+        "nms_axis0": np.array([0], np.int64), "nms_max": np.array([10], np.int64),
+        "nms_iou": np.array([0.45], np.float32), "nms_score": np.array([0.00418], np.float32),
+        "nms_col": np.array(2, np.int64),
+    }
+    g.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items())
+    g.node.extend([
+        helper.make_node("Transpose", ["output0"], ["nms_t"], perm=[0, 2, 1]),
+        helper.make_node("Slice", ["nms_t", "nms_lo", "nms_four", "nms_axis2"], ["nms_boxes"]),
+        helper.make_node("Slice", ["nms_t", "nms_four", "nms_end", "nms_axis2"], ["nms_cls"]),
+        helper.make_node("Transpose", ["nms_cls"], ["nms_scores"], perm=[0, 2, 1]),
+        helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "nms_max", "nms_iou", "nms_score"],
+                         ["selected"], center_point_box=1),
+        helper.make_node("Gather", ["selected", "nms_col"], ["nms_box_idx"], axis=1),
+        helper.make_node("Squeeze", ["nms_boxes", "nms_axis0"], ["nms_boxes2"]),
+        helper.make_node("Gather", ["nms_boxes2", "nms_box_idx"], ["kept"], axis=0),
+    ])
+    g.output.extend([
+        helper.make_tensor_value_info("selected", TensorProto.INT64, ["n", 3]),
+        helper.make_tensor_value_info("kept", TensorProto.FLOAT, ["n", 4]),
+    ])
+    onnx.checker.check_model(m)
+    write_if_changed(out_path, m.SerializeToString())
 
 
 def dims_at(spec_dims: list, point: dict) -> list[int]:
@@ -80,8 +125,14 @@ def main() -> None:
     entries = {e["name"]: e for e in json.loads((OUT / "models.json").read_text())}
     cases = []
     for case, model, inputs, dims, points in CASES:
-        entry = entries[model]
+        base, _, post = model.partition("+")
+        entry = dict(entries[base])
         onnx_path = OUT / entry["file"]
+        if post == "nms":
+            entry["file"] = f"dynamic/{case}/model.onnx"
+            (OUT / "dynamic" / case).mkdir(parents=True, exist_ok=True)
+            with_nms(onnx_path, OUT / entry["file"])
+            onnx_path = OUT / entry["file"]
         sym = symbolic_dims(onnx_path, inputs)
         sess = ort_session(onnx_path)
         out_names = [o.name for o in sess.get_outputs()]

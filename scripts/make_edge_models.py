@@ -2,7 +2,8 @@
 """Writes testdata/edge/: small ONNX models at the edges of Kiln's generated API (no
 inputs, outputs that are weights, constants or inputs, a value listed twice as an
 output, rank-0 and zero-sized tensors, names that are Rust keywords or no identifiers,
-a single node, 2,000 outputs) and a small CNN for the concurrency test, each with
+a single node, 2,000 outputs, outputs whose extent the data decides: NonZero, Compress,
+Unique, NonMaxSuppression, TopK with a run-time k) and a small CNN for the concurrency test, each with
 seeded inputs and onnxruntime's outputs. With --big it also writes testdata/big/: deep
 models for scripts/bench_big_graphs.sh (transformer encoders of 6, 12, 24 and 48 layers and
 ResNet-style CNNs of 75, 150, 300 and 600 blocks), without reference outputs.
@@ -219,6 +220,111 @@ def small_cnn():
     )
 
 
+I64 = TensorProto.INT64
+
+
+def nms_postprocess():
+    """Detection post-processing: NonMaxSuppression keeps boxes (how many is the data's
+    choice), Gather takes the kept boxes' coordinates."""
+    g = rng_for("nms_postprocess", 1)
+    y1, x1 = g.uniform(0, 0.7, (2, 64))
+    h, w = g.uniform(0.05, 0.3, (2, 64))
+    boxes = np.stack([y1, x1, y1 + h, x1 + w], axis=1)[None].astype(np.float32)
+    scores = g.uniform(0, 1, (1, 3, 64)).astype(np.float32)
+    inits = [
+        init("max_out", np.array([8], np.int64)),
+        init("iou", np.array([0.4], np.float32)),
+        init("score_min", np.array([0.2], np.float32)),
+        init("box_col", np.array(2, np.int64)),
+        init("flat", np.array([64, 4], np.int64)),
+    ]
+    nodes = [
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "score_min"], ["selected"]),
+        helper.make_node("Gather", ["selected", "box_col"], ["box_idx"], axis=1),
+        helper.make_node("Reshape", ["boxes", "flat"], ["boxes2"]),
+        helper.make_node("Gather", ["boxes2", "box_idx"], ["kept"], axis=0),
+    ]
+    m = model_of(
+        nodes,
+        [vi("boxes", F, [1, 64, 4]), vi("scores", F, [1, 3, 64])],
+        [vi("selected", I64, ["n", 3]), vi("kept", F, ["n", 4])],
+        inits,
+    )
+    return m, {"boxes": boxes, "scores": scores}
+
+
+def nonzero_gather():
+    """NonZero over a mask, GatherND of the values it picks and their sum, and Compress of
+    the rows whose first value is positive, doubled: extents the data decides, read by
+    the steps after them."""
+    inits = [
+        init("half", np.array(0.5, np.float32)),
+        init("zero", np.array(0.0, np.float32)),
+        init("two", np.array(2.0, np.float32)),
+        init("starts", np.array([0], np.int64)),
+        init("ends", np.array([1], np.int64)),
+        init("axis1", np.array([1], np.int64)),
+        init("col_shape", np.array([6], np.int64)),
+    ]
+    nodes = [
+        helper.make_node("Greater", ["x", "half"], ["mask"]),
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+        helper.make_node("GatherND", ["x", "idx"], ["vals"]),
+        helper.make_node("ReduceSum", ["vals"], ["total"], keepdims=0),
+        helper.make_node("Slice", ["x", "starts", "ends", "axis1"], ["col"]),
+        helper.make_node("Reshape", ["col", "col_shape"], ["col6"]),
+        helper.make_node("Greater", ["col6", "zero"], ["keep"]),
+        helper.make_node("Compress", ["x", "keep"], ["rows"], axis=0),
+        helper.make_node("Mul", ["rows", "two"], ["rows2"]),
+    ]
+    return model_of(
+        nodes,
+        [vi("x", F, [6, 8])],
+        [vi("nz", I64, [2, "n"]), vi("vals", F, ["n"]), vi("total", F, []), vi("rows2", F, ["r", 8])],
+        inits,
+    )
+
+
+def nonzero_empty():
+    """NonZero of a mask with no true element: an extent of 0, and steps after it."""
+    inits = [init("big", np.array(100.0, np.float32))]
+    nodes = [
+        helper.make_node("Greater", ["x", "big"], ["mask"]),
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Cast", ["nz"], ["nzf"], to=F),
+        helper.make_node("Neg", ["nzf"], ["y"]),
+    ]
+    return model_of(nodes, [vi("x", F, [3, 5])], [vi("nz", I64, [2, "n"]), vi("y", F, [2, "n"])], inits)
+
+
+def topk_runtime_k():
+    """TopK whose k is a graph input, read at run time, and an Add after it."""
+    nodes = [
+        helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1),
+        helper.make_node("Add", ["v", "v"], ["v2"]),
+    ]
+    m = model_of(
+        nodes, [vi("x", F, [4, 20]), vi("k", I64, [1])], [vi("v2", F, [4, "k"]), vi("i", I64, [4, "k"])]
+    )
+    return m, {"k": np.array([7], np.int64)}
+
+
+def unique_counts():
+    """Unique (in order of first occurrence) of int64 values with all four outputs, and
+    the counts cast to float."""
+    nodes = [
+        helper.make_node("Unique", ["x"], ["y", "first", "inverse", "counts"], sorted=0),
+        helper.make_node("Cast", ["counts"], ["countsf"], to=F),
+    ]
+    m = model_of(
+        nodes,
+        [vi("x", I64, [40])],
+        [vi("y", I64, ["u"]), vi("first", I64, ["u"]), vi("inverse", I64, [40]), vi("countsf", F, ["u"])],
+    )
+    return m, {"x": rng_for("unique_counts", 1).integers(0, 12, 40).astype(np.int64)}
+
+
 EDGE = {
     f.__name__: f
     for f in [
@@ -233,6 +339,11 @@ EDGE = {
         single_node,
         many_outputs,
         small_cnn,
+        nms_postprocess,
+        nonzero_gather,
+        nonzero_empty,
+        topk_runtime_k,
+        unique_counts,
     ]
 }
 
@@ -269,6 +380,7 @@ def io_meta(v: onnx.ValueInfoProto) -> dict:
     return {
         "name": v.name,
         "dtype": np.dtype(NP_OF[t.elem_type]).name,
+        # 0 where the data decides (NonZero, Unique, ...).
         "shape": [d.dim_value for d in t.shape.dim],
     }
 
@@ -281,13 +393,17 @@ def make_edge(name: str, root: Path, force: bool) -> str:
     (folder / "meta.json").unlink(missing_ok=True)
     for old in folder.glob("*.npy"):
         old.unlink()
-    model = EDGE[name]()
+    made = EDGE[name]()
+    # A case may give some inputs' values (valid boxes, a k in range).
+    model, given = made if isinstance(made, tuple) else (made, {})
     data = model.SerializeToString()
     (folder / "model.onnx").write_bytes(data)
     feeds = {}
     for k, v in enumerate(model.graph.input):
         m = io_meta(v)
-        a = rng_for(name, k + 1).standard_normal(m["shape"]).astype(m["dtype"])
+        a = given.get(v.name)
+        if a is None:
+            a = rng_for(name, k + 1).standard_normal(m["shape"]).astype(m["dtype"])
         a = np.asarray(a, dtype=m["dtype"])
         save_npy(folder / f"input_{k}.npy", a)
         feeds[v.name] = a

@@ -14,8 +14,8 @@ macros/tests/fixtures/ (inputs of the trybuild UI tests, macros/tests/ui.rs)
     tiny.onnx         Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm -> Softmax on a
                       fixed [1, 3, 8, 8] input `x`, output `prob` [1, 4].
     batch.onnx        The same graph with a symbolic batch dim: `x` is [N, 3, 8, 8].
-    unsupported.onnx  A graph using NonZero and Unique, whose output shapes depend on the
-                  data (not supported until dynamic shapes).
+    unsupported.onnx  A graph using RandomNormalLike and RandomUniformLike, random generators
+                  Kiln does not support.
     not_onnx.onnx     A text file with an .onnx name.
 
 tests/macro-user/models/ (the crate that uses the macro on a real model)
@@ -87,11 +87,11 @@ def tiny(batch: str | int, rng: np.random.Generator) -> bytes:
 
 def unsupported() -> bytes:
     nodes = [
-        helper.make_node("NonZero", ["x"], ["e"], name="nonzero"),
-        helper.make_node("Unique", ["x"], ["y"], name="unique"),
+        helper.make_node("RandomNormalLike", ["x"], ["e"], name="normal"),
+        helper.make_node("RandomUniformLike", ["x"], ["y"], name="random"),
     ]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
     return model(nodes, [x], [y], {}, "unsupported")
 
 

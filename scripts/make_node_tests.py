@@ -13,7 +13,7 @@ and one testdata/node/index.json that tests/conformance/build.rs reads: per case
 the operator it tests, the op types (and domains) of the model's nodes, its inputs and
 outputs (name, dtype, shape; or `kind` for sequences, optionals, maps) and an `excluded`
 reason when the case is out of Kiln's scope (training, strings, sequences, random
-generators, Loop/Scan, data-dependent output shapes, non-default domains).
+generators, Loop/Scan, non-default domains).
 
 Tensors whose element type plain numpy has no dtype for (bfloat16, float8*, float4, int4,
 int2, ...) are written as their bits (uint8/uint16) or, for the small integers, as
@@ -47,7 +47,9 @@ from onnx import TensorProto, numpy_helper
 # Bump whenever anything written to testdata/node changes.
 # 2: float8 E5M2 arrays written as uint8 bits like the other ml_dtypes types (ml_dtypes
 #    gives float8_e5m2 NumPy kind "f", which the old test missed: '<f1' files).
-GENERATOR_VERSION = 3
+# 4: data-dependent output shapes (NonZero, Unique, Compress, NonMaxSuppression) no
+#    longer excluded.
+GENERATOR_VERSION = 4
 
 TRAINING_OPS = {"Adagrad", "Adam", "Momentum", "Gradient"}
 # BatchNormalization/Dropout cases that ask for training-mode outputs (`training` in the name).
@@ -69,7 +71,6 @@ RANDOM_OPS = {
     "Bernoulli",
 }
 LOOP_OPS = {"Loop", "Scan"}
-DATA_DEPENDENT_OPS = {"NonZero", "NonMaxSuppression", "Unique", "Compress"}
 # Ops whose inputs or outputs are sequences or optionals.
 SEQUENCE_OPS = {
     "SequenceConstruct",
@@ -167,9 +168,6 @@ def excluded_reason(case, ops: list[tuple[str, str]]) -> str | None:
         for t in all_value_types(graph)
     ):
         return "sequence, optional or map values" + (f" ({', '.join(hit)})" if hit else "")
-    hit = sorted(op_types & DATA_DEPENDENT_OPS)
-    if hit:
-        return f"data-dependent output shape ({', '.join(hit)})"
     return None
 
 

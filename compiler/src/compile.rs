@@ -87,6 +87,10 @@ pub struct Options {
     /// for one shape.
     #[doc(hidden)]
     pub unfolded: std::collections::BTreeSet<String>,
+    /// Data-dependent extents bound to values ([`crate::ir::Graph::extents`]): a build
+    /// of a model with NonZero, Unique, ... sets them at each point it lowers the model.
+    #[doc(hidden)]
+    pub extents: Vec<(String, usize)>,
 }
 
 impl Default for Options {
@@ -102,6 +106,7 @@ impl Default for Options {
             weights_dir: None,
             constant_inputs: Vec::new(),
             unfolded: Default::default(),
+            extents: Vec::new(),
         }
     }
 }
@@ -122,6 +127,9 @@ pub struct Compiled {
     pub plan: MemoryPlan,
     /// The step order `program` has: file order or memory-aware, and both arenas.
     pub schedule: ScheduleChoice,
+    /// The module runs at shapes given at run time ([`crate::dynamic`]: declared
+    /// ranges, or an extent the data decides): `run` takes dims, `run_bytes` shapes.
+    pub shapes_vary: bool,
 }
 
 impl Compiled {
@@ -227,6 +235,7 @@ fn load_and_infer(
             &opts.symbol_ranges,
             symbols,
             &opts.unfolded,
+            &opts.extents,
         ) {
             Ok(()) => return Ok(graph),
             Err(Error::InlineBranch { node_index, then }) => {
@@ -283,6 +292,20 @@ pub fn compile_bytes(
     if !opts.symbol_ranges.is_empty() {
         return crate::dynamic::compile_over_ranges(bytes, source, &name, opts);
     }
+    compile_fixed(bytes, source, &name, opts, true)
+}
+
+/// The pipeline with every dim fixed; `emit: false` stops before code generation (a
+/// build over ranges plans its largest point this way and emits its own module).
+/// A model with a data-dependent extent ([`crate::ir::Graph::extents`]) goes to
+/// [`crate::dynamic::compile_over_ranges`]: its run binds the extent.
+pub(crate) fn compile_fixed(
+    bytes: &[u8],
+    source: &str,
+    name: &str,
+    opts: &Options,
+    emit: bool,
+) -> Result<Compiled, Error> {
     let mut model = load::parse_model(bytes).map_err(|e| match e {
         Error::Parse { message, .. } => Error::Parse {
             path: source.into(),
@@ -291,6 +314,9 @@ pub fn compile_bytes(
         e => e,
     })?;
     let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
+    if !graph.extents.is_empty() {
+        return crate::dynamic::compile_over_ranges(bytes, source, name, opts);
+    }
     passes::run(&mut graph)?;
     let mut program = lower::lower(&graph, &opts.unfolded)?;
     if opts.target == Target::Cuda {
@@ -303,13 +329,14 @@ pub fn compile_bytes(
         Ok((input, plan))
     })?;
     let weights: Vec<u8> = program.weights.clone();
-    let (weights_file, cg) = codegen_options(&name, &weights, source, opts)?;
-    let code = match opts.target {
-        Target::Cpu => codegen::cpu::emit(&program, &plan, &cg)?,
-        Target::Cuda => codegen::cuda::emit(&program, &plan, &cg)?,
+    let (weights_file, cg) = codegen_options(name, &weights, source, opts)?;
+    let code = match (emit, opts.target) {
+        (false, _) => String::new(),
+        (true, Target::Cpu) => codegen::cpu::emit(&program, &plan, &cg)?,
+        (true, Target::Cuda) => codegen::cuda::emit(&program, &plan, &cg)?,
     };
     Ok(Compiled {
-        name,
+        name: name.to_owned(),
         code,
         weights,
         weights_file,
@@ -317,6 +344,7 @@ pub fn compile_bytes(
         plan_input,
         plan,
         schedule,
+        shapes_vary: false,
     })
 }
 

@@ -19,10 +19,10 @@ use std::collections::HashMap;
 
 use crate::codegen::dynamic::{DeclaredSymbol, DynamicModule};
 use crate::codegen::fit::Fitter;
-use crate::compile::{Compiled, Options, Target, codegen_options, compile_bytes, lower_program};
+use crate::compile::{Compiled, Options, Target, codegen_options, compile_fixed, lower_program};
 use crate::dim::{self, Dim, SymbolRange};
 use crate::error::Error;
-use crate::ir::Graph;
+use crate::ir::{Extent, Graph};
 use crate::lower::{Kernel, Operand, Program};
 use crate::plan::BufferRequest;
 use crate::plan::dynamic::{DynamicInput, DynamicPlan, EvaluatedPlan, plan_dynamic};
@@ -31,8 +31,12 @@ use crate::plan::dynamic::{DynamicInput, DynamicPlan, EvaluatedPlan, plan_dynami
 pub struct RangePlan {
     /// The ranges as declared (`--dim`).
     pub declared: Vec<SymbolRange>,
-    /// Those and the quotient symbols of the stepped ones ([`SymbolRange::quotient`]).
+    /// Those, the quotient symbols of the stepped ones ([`SymbolRange::quotient`]) and
+    /// the data-dependent extents' (`0..=` their bound at the largest point, at least
+    /// [`EXTENT_RANGE_MIN_TOP`]).
     pub ranges: Vec<SymbolRange>,
+    /// The data-dependent extents ([`crate::ir::Graph::extents`]), in node order.
+    pub extents: Vec<Extent>,
     /// The build at the largest point (every symbol at its range's largest value).
     pub at_max: Compiled,
     /// The model inferred with the symbols kept.
@@ -60,11 +64,35 @@ impl RangePlan {
                 Some(_) => {}
             }
         }
-        let bind = dim::bind(&self.ranges, values);
+        let values = with_extents(&self.ranges, &self.extents, values);
+        let values: Vec<(&str, i64)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let bind = dim::bind(&self.ranges, &values);
         self.plan
             .eval(&bind)
             .map_err(|e| Error::Options(format!("--at: {e}")))
     }
+}
+
+/// The top of a data-dependent extent's range is at least this: the model is lowered
+/// at two values of it from 2 on (where no axis is a unit axis lowering drops), so the
+/// code fitted to them also serves 0 and 1. A tensor's bound of 1 then reserves 4.
+pub const EXTENT_RANGE_MIN_TOP: u64 = 4;
+
+/// `values` (the declared symbols) and each extent at its bound there: where the run
+/// starts (each extent's buffers sized for its largest value), before the nodes bind
+/// them.
+fn with_extents(
+    ranges: &[SymbolRange],
+    extents: &[Extent],
+    values: &[(&str, i64)],
+) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = values.iter().map(|&(n, v)| (n.to_owned(), v)).collect();
+    for e in extents {
+        let refs: Vec<(&str, i64)> = out.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let v = e.bound.eval(&dim::bind(ranges, &refs)).unwrap_or(0).max(0);
+        out.push((e.symbol.clone(), v));
+    }
+    out
 }
 
 /// Plans the model in `bytes` once for every shape `opts.symbol_ranges` allows.
@@ -76,26 +104,57 @@ pub fn plan_over_ranges(bytes: &[u8], source: &str, opts: &Options) -> Result<Ra
             .iter()
             .filter_map(|r| r.quotient().map(|(q, _)| q)),
     );
+    let extents = symbolic.extents.clone();
+    ranges.extend(extent_ranges(&ranges, &extents)?);
     let largest: Vec<(&str, i64)> = opts
         .symbol_ranges
         .iter()
+        .chain(&ranges[ranges.len() - extents.len()..])
         .map(|r| (&*r.name, r.largest() as i64))
         .collect();
     let bind = dim::bind(&ranges, &largest);
     let fixed = fixed_options(opts, &symbolic, &bind)?;
-    let at_max = compile_bytes(bytes, source, "model", &fixed)?;
+    let at_max = compile_fixed(bytes, source, "model", &fixed, false)?;
     let (input, held) = sized_input(&at_max, &symbolic, &ranges, &bind);
     let plan = plan_dynamic(&input).map_err(|e| Error::Options(e.to_string()))?;
     drop(bind);
     Ok(RangePlan {
         declared: opts.symbol_ranges.clone(),
         ranges,
+        extents,
         at_max,
         symbolic,
         input,
         plan,
         held,
     })
+}
+
+/// Each extent's range: `0..=` its bound's largest value over `ranges` (and the
+/// extents before it), at least [`EXTENT_RANGE_MIN_TOP`].
+fn extent_ranges(ranges: &[SymbolRange], extents: &[Extent]) -> Result<Vec<SymbolRange>, Error> {
+    let mut all = ranges.to_vec();
+    for e in extents {
+        let top = e
+            .bound
+            .upper_bound(&all)
+            .and_then(|t| u64::try_from(t).ok())
+            .ok_or_else(|| Error::Dynamic {
+                node: e.node.clone(),
+                op: e.op.into(),
+                message: format!(
+                    "the data decides its output extent `{}`, and Kiln finds no upper bound of it \
+                     (`{}`) over the declared ranges",
+                    e.symbol, e.bound
+                ),
+            })?;
+        all.push(SymbolRange::new(
+            &e.symbol,
+            0,
+            top.max(EXTENT_RANGE_MIN_TOP),
+        ));
+    }
+    Ok(all.split_off(ranges.len()))
 }
 
 /// `opts` with every graph input's dims fixed at the point `bind` gives and no ranges.
@@ -125,6 +184,16 @@ fn fixed_options(
             .collect::<Result<Vec<_>, _>>()?;
         fixed.input_dims.push((v.name.clone(), dims));
     }
+    fixed.extents = symbolic
+        .extents
+        .iter()
+        .map(|e| {
+            (
+                e.symbol.clone(),
+                bind(&e.symbol).unwrap_or(0).max(0) as usize,
+            )
+        })
+        .collect();
     Ok(fixed)
 }
 
@@ -136,16 +205,42 @@ pub fn compile_over_ranges(
     name: &str,
     opts: &Options,
 ) -> Result<Compiled, Error> {
+    // The extents only the data decides are sampled like declared symbols.
+    let symbolic = crate::compile::infer_shapes(bytes, opts)?;
     if opts.target != Target::Cpu {
-        return Err(Error::Options(
-            "dims declared with --dim build for the CPU target only, for now; fix every dim \
-             with --input for --target cuda"
-                .into(),
-        ));
+        return Err(match symbolic.extents.first() {
+            Some(e) => Error::Dynamic {
+                node: e.node.clone(),
+                op: e.op.into(),
+                message: format!(
+                    "its output extent `{}` depends on the data, and such models build for the \
+                     CPU target only, for now",
+                    e.symbol
+                ),
+            },
+            None => Error::Options(
+                "dims declared with --dim build for the CPU target only, for now; fix every dim \
+                 with --input for --target cuda"
+                    .into(),
+            ),
+        });
     }
     let mut named = opts.clone();
     named.name = Some(name.to_owned());
-    let points = sample_points(&opts.symbol_ranges);
+    let mut known = opts.symbol_ranges.clone();
+    known.extend(
+        opts.symbol_ranges
+            .iter()
+            .filter_map(|r| r.quotient().map(|(q, _)| q)),
+    );
+    let sampled: Vec<SymbolRange> = opts
+        .symbol_ranges
+        .iter()
+        .cloned()
+        .chain(extent_ranges(&known, &symbolic.extents)?)
+        .collect();
+    drop(symbolic);
+    let points = sample_points(&sampled, opts.symbol_ranges.len());
     // A constant folded from the dims (an index table built with Range) would be a
     // weight right for one shape only: each such weight, and what it is computed from,
     // is left to run time and the model planned again.
@@ -226,6 +321,7 @@ pub fn compile_over_ranges(
         plan: &rp.plan,
         declared,
         ranges: &rp.ranges,
+        extents: &rp.extents,
         input_dims,
         output_dims,
     };
@@ -244,6 +340,7 @@ pub fn compile_over_ranges(
         plan_input,
         plan,
         schedule: at_max.schedule,
+        shapes_vary: true,
     })
 }
 
@@ -251,7 +348,8 @@ pub fn compile_over_ranges(
 /// each symbol at its smallest and at a few values between (the others at their
 /// largest), then all at their smallest and all in the middle. Only values of the
 /// ranges (on their steps).
-fn sample_points(declared: &[SymbolRange]) -> Vec<Vec<(&str, i64)>> {
+/// `declared[n_declared..]` are data-dependent extents: sampled from 2 on.
+fn sample_points(declared: &[SymbolRange], n_declared: usize) -> Vec<Vec<(&str, i64)>> {
     // A dim of 1 is where lowering simplifies (a broadcast drops the axis, a copy
     // merges it), so the code for the other values would not merge with it. A range's
     // smallest value is where a dim reaches 1 (N=1; W/32 at W=32 after five stride-2
@@ -260,7 +358,10 @@ fn sample_points(declared: &[SymbolRange]) -> Vec<Vec<(&str, i64)>> {
     // over a dim of 1 is never followed).
     let at = |r: &SymbolRange, frac: f64| -> i64 {
         let step = r.step.max(1);
-        let first = if r.largest() > r.min + step {
+        let is_extent = declared[n_declared..].iter().any(|e| e.name == r.name);
+        let first = if is_extent {
+            r.min + 2
+        } else if r.largest() > r.min + step {
             r.min + step
         } else {
             r.min
@@ -447,9 +548,10 @@ fn candidates(rp: &RangePlan) -> Vec<Dim> {
     }
     // A run of dims times a symbol it is not next to (a stride over a batch).
     let runs: Vec<Dim> = set.iter().cloned().collect();
-    for r in &rp.declared {
+    let extents = rp.extents.iter().map(|e| Dim::sym(&e.symbol));
+    for r in rp.declared.iter().map(SymbolRange::as_dim).chain(extents) {
         for c in &runs {
-            set.insert(c.clone() * r.as_dim());
+            set.insert(c.clone() * r.clone());
         }
     }
     let bytes = rp
@@ -542,7 +644,19 @@ fn sized_input(
             }
         })
         .collect();
-    let deltas = slice_deltas(program, &compiled.plan_input.buffers, &sizes, symbolic);
+    let mut deltas = slice_deltas(program, &compiled.plan_input.buffers, &sizes, symbolic);
+    // A slice's place follows the extents before it, but offsets are laid out before
+    // a node binds its extent: such a part is copied, not a slice.
+    for d in &mut deltas {
+        let binds_later = d.as_ref().is_some_and(|d| {
+            d.symbols()
+                .iter()
+                .any(|s| symbolic.extents.iter().any(|e| *e.symbol == **s))
+        });
+        if binds_later {
+            *d = None;
+        }
+    }
     let mut input = DynamicInput::new(compiled.plan_input.steps, ranges.to_vec());
     input.input.alignment = compiled.plan_input.alignment;
     input.input.step_names = compiled.plan_input.step_names.clone();

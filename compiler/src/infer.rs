@@ -53,13 +53,16 @@ pub enum Symbols {
 }
 
 /// Runs inference over the whole graph. `input_dims` gives full shapes for graph inputs;
-/// `symbols` says whether a dim left symbolic is an error.
+/// `symbols` says whether a dim left symbolic is an error; `extents` binds
+/// data-dependent extents ([`Graph::extents`]) to values (a build's sampled point), and
+/// the others are recorded in `graph.extents`.
 pub fn infer(
     graph: &mut Graph,
     input_dims: &HashMap<String, Vec<Dim>>,
     ranges: &[SymbolRange],
     symbols: Symbols,
     unfolded: &std::collections::BTreeSet<String>,
+    extents: &[(String, usize)],
 ) -> Result<(), Error> {
     for r in ranges {
         crate::dim::check_range(r).map_err(|m| Error::Options(format!("--dim {r}: {m}")))?;
@@ -110,7 +113,7 @@ pub fn infer(
         if let Some(cond) = constant_if(graph, index) {
             return Err(cond);
         }
-        infer_node(graph, index, &all_ranges, unfolded).map_err(|message| {
+        infer_node(graph, index, &all_ranges, unfolded, extents).map_err(|message| {
             let node = &graph.nodes[index];
             Error::Node {
                 node: node.name.clone(),
@@ -209,11 +212,45 @@ fn example_dims(dims: &[Dim], ranges: &[SymbolRange]) -> String {
 
 type R<T> = Result<T, String>;
 
+/// The data-dependent extent a node's facts introduce: substituted where `extents`
+/// binds it (or where its bound is 0), else returned to be recorded.
+fn bind_extent(
+    outs: &mut [crate::ops::Fact],
+    extents: &[(String, usize)],
+    node: &Node,
+) -> Option<crate::ir::Extent> {
+    let (symbol, bound) = outs.iter_mut().find_map(|o| o.extent.take())?;
+    let name = symbol.symbols().into_iter().next()?.to_string();
+    let value = extents
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, v)| v)
+        .or_else(|| bound.is(0).then_some(0));
+    match value {
+        Some(v) => {
+            let by = Dim::from(v);
+            for o in outs.iter_mut() {
+                for d in o.shape.iter_mut().chain(o.sym.iter_mut().flatten()) {
+                    *d = d.subst(&name, &by);
+                }
+            }
+            None
+        }
+        None => Some(crate::ir::Extent {
+            symbol: name,
+            bound,
+            node: node.name.clone(),
+            op: node.op.name(),
+        }),
+    }
+}
+
 fn infer_node(
     graph: &mut Graph,
     index: usize,
     ranges: &[SymbolRange],
     unfolded: &std::collections::BTreeSet<String>,
+    extents: &[(String, usize)],
 ) -> R<()> {
     let node = &graph.nodes[index];
     for (i, v) in node.inputs.iter().enumerate() {
@@ -235,6 +272,7 @@ fn infer_node(
             }
         }
     }
+    let extent = bind_extent(&mut outs, extents, node);
     // Sizes are checked where they are known (symbolic ones at their range's bounds,
     // by the dynamic-shapes planner).
     let fixed: Option<Vec<FixedFact>> = outs
@@ -296,6 +334,7 @@ fn infer_node(
             ));
         }
     }
+    graph.extents.extend(extent);
     let outputs = graph.nodes[index].outputs.clone();
     for (out, id) in outs.into_iter().zip(outputs) {
         let v = graph.value_mut(id);

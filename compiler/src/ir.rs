@@ -133,6 +133,22 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     pub inputs: Vec<Input>,
     pub outputs: Vec<ValueId>,
+    /// Extents only the data decides (NonZero's count, TopK's run-time k), in node
+    /// order: each is a symbol in the dims of its node's outputs, bound when the
+    /// node runs ([`crate::dynamic`]).
+    pub extents: Vec<Extent>,
+}
+
+/// An output extent that depends on the data: the symbol standing for it in the
+/// outputs' dims, and the largest value it can take (in the other symbols).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extent {
+    /// `OUT[axis]`: the node's first output and the axis of it the extent is.
+    pub symbol: String,
+    pub bound: Dim,
+    /// The node, for messages.
+    pub node: String,
+    pub op: &'static str,
 }
 
 impl Graph {

@@ -80,6 +80,10 @@ pub struct TypedCall {
     pub variadic: bool,
     /// Element type of each input, when it is not `types[0]`.
     pub input_types: Vec<DType>,
+    /// The kernel returns `Result<usize, _>`: the data-dependent extent
+    /// ([`crate::ir::Extent`]) this symbol stands for, which the run binds before
+    /// later steps read it.
+    pub binds: Option<String>,
 }
 
 impl TypedCall {
@@ -92,6 +96,7 @@ impl TypedCall {
             fallible: false,
             variadic: false,
             input_types: Vec::new(),
+            binds: None,
         }
     }
 
@@ -104,6 +109,7 @@ impl TypedCall {
             fallible: false,
             variadic: false,
             input_types: Vec::new(),
+            binds: None,
         }
     }
 
@@ -120,6 +126,12 @@ impl TypedCall {
     /// The element type of each input (when they differ from `types[0]`).
     pub fn inputs(mut self, types: Vec<DType>) -> Self {
         self.input_types = types;
+        self
+    }
+
+    /// The kernel returns the extent `symbol` stands for ([`TypedCall::binds`]).
+    pub fn binds(mut self, symbol: Dim) -> Self {
+        self.binds = symbol.symbols().into_iter().next().map(|s| s.to_string());
         self
     }
 }

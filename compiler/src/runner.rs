@@ -95,9 +95,10 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         weights: WeightsMode::File,
         ..Options::default()
     };
-    let dynamic = !opts.symbol_ranges.is_empty();
     let model_bytes = std::fs::read(&args.model).map_err(io_err(&args.model))?;
     let compiled = compile(&args.model, &opts)?;
+    // Declared ranges, or an extent the data decides: the module takes input shapes.
+    let dynamic = compiled.shapes_vary;
     let p = &compiled.plan;
     println!(
         "compiled {}: {} steps; arena {} bytes (naive {}, liveness lower bound {}, saving {:.1}% vs naive); weights {} bytes",
@@ -472,24 +473,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for (i, o) in outputs.iter().enumerate() {
         std::fs::write(format!("{out_dir}/output{i}.bin"), o)?;
     }
-    print_output_shapes(&shapes)?;
+    print_output_shapes(&ctx)?;
     Ok(())
 }
 "#;
 
 /// The driver's end for a fixed-shape module: the outputs' shapes are `OUTPUTS`'.
 const FIXED_SHAPES: &str = r#"
-fn print_output_shapes(_: &[&[usize]]) -> Result<(), kiln_runtime::Error> {
+fn print_output_shapes(_: &model::Context) -> Result<(), kiln_runtime::Error> {
     Ok(())
 }
 "#;
 
-/// The driver's end for a module over declared ranges: the shapes of this run.
+/// The driver's end for a module whose shapes vary: the shapes of the last run.
 const DYNAMIC_SHAPES: &str = r#"
-fn print_output_shapes(shapes: &[&[usize]]) -> Result<(), kiln_runtime::Error> {
-    let dims = model::Dims::from_shapes(shapes)?;
+fn print_output_shapes(ctx: &model::Context) -> Result<(), kiln_runtime::Error> {
     for i in 0..model::N_OUTPUTS {
-        let s: Vec<String> = dims.output_shape(i)?.iter().map(usize::to_string).collect();
+        let s: Vec<String> = ctx.output_shape(i).unwrap_or_default().iter().map(usize::to_string).collect();
         println!("output_shape {i} {}", s.join("x"));
     }
     Ok(())

@@ -59,6 +59,14 @@ pub enum Error {
     /// axis it indexes: ONNX calls the result undefined; Kiln reports it.
     #[error("index {index} is out of range for an axis of length {len}")]
     IndexOutOfRange { index: i64, len: usize },
+    /// A count read at run time that sets an output's extent (TopK's `k`) lies outside
+    /// what the operator allows, `0..=max`.
+    #[error("{what} is {value}, outside 0..={max}")]
+    ExtentOutOfRange {
+        what: &'static str,
+        value: i64,
+        max: usize,
+    },
     /// A model built for declared ranges (`--dim`) was given a shape whose rank is not
     /// the input's.
     #[error("input `{name}` has rank {expected}, got a shape of rank {got}")]

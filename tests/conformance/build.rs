@@ -91,12 +91,7 @@ fn main() {
                 )
                 .unwrap();
                 code.push_str(&compiled.run_fn);
-                let shapes: Vec<String> =
-                    compiled.shapes.iter().map(|s| format!("&{s:?}")).collect();
-                format!(
-                    "Status::Compiled {{ run: run_{module}, shapes: &[{}] }}",
-                    shapes.join(", ")
-                )
+                format!("Status::Compiled {{ run: run_{module} }}")
             }
             Err(status) => status,
         };
@@ -128,10 +123,9 @@ fn main() {
 }
 
 struct CompiledCase {
-    /// `fn run_<module>`: graph-ordered inputs in, graph-ordered outputs out.
+    /// `fn run_<module>`: graph-ordered inputs in, graph-ordered outputs (bytes and
+    /// Kiln's shape) out.
     run_fn: String,
-    /// Kiln's shape of each graph output, in graph order.
-    shapes: Vec<Vec<usize>>,
 }
 
 /// Compiles one case; `Err` is its `Status` when it is not compiled.
@@ -213,29 +207,41 @@ fn status(case: &Value, dir: &Path, module: &str, out: &Path) -> Result<Compiled
             .ok_or_else(|| unsupported(&format!("Kiln's {what} `{n}` is not a graph {what}")))
     };
     let mut args = Vec::new();
+    let mut in_shapes = Vec::new();
     for io in &compiled.program.inputs {
         args.push(format!("inputs[{}]", position(&inputs, &io.name, "input")?));
+        in_shapes.push(format!("&{:?}", io.shape));
     }
-    let mut shapes = vec![Vec::new(); outputs.len()];
+    // A module whose shapes vary (an extent the data decides) takes the input shapes
+    // and reports each output's shape after the run.
     let mut copies = String::new();
     for (k, (io, _)) in compiled.program.outputs.iter().enumerate() {
         let j = position(&outputs, &io.name, "output")?;
-        shapes[j] = io.shape.clone();
-        writeln!(copies, "    v[{j}] = outs[{k}].to_vec();").unwrap();
+        let shape = if compiled.shapes_vary {
+            format!("ctx.output_shape({k}).unwrap_or_default()")
+        } else {
+            format!("vec!{:?}", io.shape)
+        };
+        writeln!(copies, "    v[{j}] = (bytes[{k}].clone(), {shape});").unwrap();
     }
     compiled
         .write_to(out)
         .unwrap_or_else(|e| panic!("writing {module}: {e}"));
+    let shapes_arg = if compiled.shapes_vary {
+        format!(", &[{}]", in_shapes.join(", "))
+    } else {
+        String::new()
+    };
     let run_fn = format!(
-        "fn run_{module}(inputs: &[&[u8]]) -> Result<Vec<Vec<u8>>, kiln_runtime::Error> {{\n    \
+        "fn run_{module}(inputs: &[&[u8]]) -> Result<Vec<(Vec<u8>, Vec<usize>)>, kiln_runtime::Error> {{\n    \
          let model = models::{module}::Model::new()?;\n    \
          let mut ctx = models::{module}::Context::new();\n    \
-         let outs = model.run_bytes(&mut ctx, &[{args}])?;\n    \
-         let mut v = vec![Vec::new(); {n}];\n{copies}    Ok(v)\n}}\n",
+         let bytes: Vec<Vec<u8>> = model.run_bytes(&mut ctx, &[{args}]{shapes_arg})?.iter().map(|o| o.to_vec()).collect();\n    \
+         let mut v = vec![(Vec::new(), Vec::new()); {n}];\n{copies}    Ok(v)\n}}\n",
         args = args.join(", "),
         n = outputs.len(),
     );
-    Ok(CompiledCase { run_fn, shapes })
+    Ok(CompiledCase { run_fn })
 }
 
 /// The value an error says must be a constant: "input 1 (`axes`, the axes) must be a

@@ -153,12 +153,36 @@ fn case(name: &str, dir: &Path, meta: &Value, out: &Path) -> Result<String, Stri
     compiled
         .write_to(out)
         .map_err(|e| format!("writing {name}: {e}"))?;
+    // A module whose shapes vary (an extent the data decides) takes the input shapes
+    // and reports each output's shape after the run; a fixed one's are its constants.
+    let (shapes_arg, out_shapes) = if compiled.shapes_vary {
+        let ins: Vec<String> = compiled
+            .program
+            .inputs
+            .iter()
+            .map(|io| format!("&{:?}", io.shape))
+            .collect();
+        (
+            format!(", &[{}]", ins.join(", ")),
+            "(0..outs.len()).map(|i| ctx.output_shape(i).unwrap_or_default()).collect::<Vec<_>>()"
+                .to_owned(),
+        )
+    } else {
+        let shapes: Vec<String> = compiled
+            .program
+            .outputs
+            .iter()
+            .map(|(io, _)| format!("vec!{:?}", io.shape))
+            .collect();
+        (String::new(), format!("vec![{}]", shapes.join(", ")))
+    };
     Ok(format!(
-        "fn run_{name}({param}: &[&[u8]]) -> Result<Vec<Vec<u8>>, kiln_runtime::Error> {{\n    \
+        "fn run_{name}({param}: &[&[u8]]) -> Result<Vec<Output>, kiln_runtime::Error> {{\n    \
          let model = cases::{name}::Model::new()?;\n    \
          let mut ctx = cases::{name}::Context::new();\n    \
-         let outs = model.run_bytes(&mut ctx, &[{args}])?;\n    \
-         Ok(outs.iter().map(|o| o.to_vec()).collect())\n}}\n",
+         let outs: Vec<Vec<u8>> = model.run_bytes(&mut ctx, &[{args}]{shapes_arg})?.iter().map(|o| o.to_vec()).collect();\n    \
+         let shapes: Vec<Vec<usize>> = {out_shapes};\n    \
+         Ok(outs.into_iter().zip(shapes).collect())\n}}\n",
         args = args.join(", "),
         param = if args.is_empty() { "_inputs" } else { "inputs" },
     ))

@@ -119,9 +119,9 @@ fn dynamic_case(case: &Value, dir: &Path, out: &Path, code: &mut String) -> Resu
                  let dims = {m}::Dims::from_shapes(shapes)?;\n\
                  let arena_bytes = {m}::arena_bytes(&dims)?;\n\
                  let mut ctx = {m}::Context::with_dims(&dims)?;\n\
-                 let outs = self.model.run_bytes(&mut ctx, inputs, shapes)?;\n\
-                 let shapes = (0..{m}::N_OUTPUTS).map(|i| dims.output_shape(i)).collect::<Result<_, _>>()?;\n\
-                 Ok(crate::DynamicRun {{ outputs: outs.iter().map(|o| o.to_vec()).collect(), shapes, arena_bytes }})\n\
+                 let outputs = self.model.run_bytes(&mut ctx, inputs, shapes)?.iter().map(|o| o.to_vec()).collect();\n\
+                 let shapes = (0..{m}::N_OUTPUTS).map(|i| ctx.output_shape(i).unwrap_or_default()).collect();\n\
+                 Ok(crate::DynamicRun {{ outputs, shapes, arena_bytes }})\n\
              }}\n\
              fn median_ms(&mut self, inputs: &[&[u8]], shapes: &[&[usize]], runs: usize) -> Result<f64, kiln_runtime::Error> {{\n\
                  let mut ctx = {m}::Context::with_dims(&{m}::Dims::from_shapes(shapes)?)?;\n\

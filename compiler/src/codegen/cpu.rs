@@ -38,6 +38,9 @@ pub(super) struct Emitter<'a> {
     /// Constant name in `offsets::` for each buffer.
     offset_names: Vec<syn::Ident>,
     places: Places,
+    /// The data-dependent extents' symbols, in the order `bind_extent` numbers them
+    /// (a dynamic module's; [`crate::ir::Graph::extents`]).
+    extents: Vec<String>,
 }
 
 /// How a step names a buffer's place in the arena.
@@ -66,7 +69,14 @@ impl<'a> Emitter<'a> {
             rt,
             offset_names: offset_names(program),
             places,
+            extents: Vec::new(),
         }
+    }
+
+    /// Steps that bind extent `extents[k]` call `bind_extent(s, l, k, n)`.
+    pub(super) fn with_extents(mut self, extents: Vec<String>) -> Self {
+        self.extents = extents;
+        self
     }
 
     fn module(&self, opts: &CodegenOptions) -> Result<TokenStream, Error> {
@@ -252,7 +262,7 @@ impl<'a> Emitter<'a> {
             return self.overlapping(s, x, delta, index);
         }
         if let Kernel::Typed(call) = &s.kernel {
-            return Ok(self.typed(s, call, index));
+            return self.typed(s, call, index);
         }
         let rt = self.rt;
         let step_name = &s.node;
@@ -473,7 +483,7 @@ impl Emitter<'_> {
     }
 
     /// A call into `kiln_runtime::typed`.
-    fn typed(&self, s: &Step, call: &TypedCall, index: usize) -> TokenStream {
+    fn typed(&self, s: &Step, call: &TypedCall, index: usize) -> Result<TokenStream, Error> {
         let rt = self.rt;
         let func = format_ident!("{}", call.func);
         let types: Vec<TokenStream> = call.types.iter().map(|&d| elem_type(rt, d)).collect();
@@ -532,11 +542,33 @@ impl Emitter<'_> {
         } else {
             quote!(#rt::typed::#func::<#(#types),*>(#params #(#args,)* #(#outs),*)#question;)
         };
+        let call_args = match &call.binds {
+            None => call_args,
+            // The kernel returns the extent; the later steps' dims and lengths follow it.
+            Some(symbol) => {
+                let k = self
+                    .extents
+                    .iter()
+                    .position(|e| e == symbol)
+                    .filter(|_| self.places == Places::Layout)
+                    .ok_or_else(|| {
+                        Error::Codegen(format!(
+                            "step `{step_name}` binds the extent `{symbol}`, which this module does not \
+                             compute at run time (a Kiln bug)"
+                        ))
+                    })?;
+                let k = us(k);
+                quote! {
+                    let n = #rt::typed::#func::<#(#types),*>(#params #(#args,)* #(#outs),*)?;
+                    bind_extent(s, l, #k, n);
+                }
+            }
+        };
         let body = quote! {
             let ([#(#out_names),*], [#(#ref_names),*]) = arena.regions(#step_name, [#(#out_regions),*], [#(#ref_regions),*])?;
             #call_args
         };
-        self.timed(step_comment(s, None), body, index)
+        Ok(self.timed(step_comment(s, None), body, index))
     }
 
     /// A pooling step whose output the plan started inside its input `x`, `delta` bytes

@@ -16,6 +16,7 @@ use super::names::Namer;
 use super::{CodegenOptions, IoFields, format, one_line, runtime_tokens, tables, us};
 use crate::dim::{Dim, SymbolRange};
 use crate::error::Error;
+use crate::ir::Extent;
 use crate::lower::Program;
 use crate::plan::MemoryPlan;
 use crate::plan::dynamic::{DynamicOffset, DynamicPlan};
@@ -38,8 +39,11 @@ pub struct DynamicModule<'a> {
     pub fitter: &'a Fitter,
     pub plan: &'a DynamicPlan,
     pub declared: Vec<DeclaredSymbol>,
-    /// Every symbol the expressions use: the declared ones and their quotients.
+    /// Every symbol the expressions use: the declared ones, their quotients and the
+    /// data-dependent extents.
     pub ranges: &'a [SymbolRange],
+    /// The data-dependent extents, bound by their nodes during a run.
+    pub extents: &'a [Extent],
     /// Per input and per output, its dims in the symbols.
     pub input_dims: Vec<Vec<Dim>>,
     pub output_dims: Vec<Vec<Dim>>,
@@ -151,7 +155,7 @@ fn module(
         ],
         &[
             " Typed outputs, borrowed from the [`Context`]; their shapes are",
-            " [`Dims::output_shape`] of the dims the run was given.",
+            " [`Context::output_shape`] after the run.",
         ],
     );
     let (api_types, api_weights) = (&api.types, &api.weights);
@@ -177,15 +181,17 @@ fn module(
             quote!((l.off[#i], l.len[#i]))
         })
         .collect();
-    let out_nbytes: Vec<TokenStream> = p
+    let out_nbytes = p
         .outputs
         .iter()
-        .zip(&out_elems)
-        .map(|((io, _), n)| {
-            let size = us(io.dtype.size());
-            quote!(#n * #size)
+        .zip(&m.output_dims)
+        .map(|((io, _), dims)| {
+            syms.size(
+                &(dims.iter().product::<Dim>() * Dim::from(io.dtype.size())),
+                rt,
+            )
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     let out_views: Vec<TokenStream> = p
         .outputs
         .iter()
@@ -207,8 +213,9 @@ fn module(
     let parts = chunks.iter().zip(&part_names).map(|(calls, name)| {
         quote! {
             #[inline(never)]
-            fn #name(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64], s: &Sym, l: &Layout) -> Result<(), #rt::Error> {
-                let _ = (w, inputs, s, l);
+            #[allow(clippy::needless_pass_by_ref_mut)]
+            fn #name(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64], s: &mut Sym, l: &mut Layout) -> Result<(), #rt::Error> {
+                let _ = (w, inputs, &s, &l);
                 #(#calls)*
                 Ok(())
             }
@@ -243,17 +250,27 @@ fn module(
         /// Per-request working memory. One per thread or in-flight request.
         pub struct Context {
             arena: #rt::Arena,
+            /// The dims and extents of the last run that succeeded.
+            last: Option<Sym>,
         }
 
         impl Context {
             /// An arena for every dims in range ([`ARENA_BYTES_MAX`]); `run` allocates nothing.
             pub fn new() -> Self {
-                Context { arena: #rt::Arena::new(ARENA_BYTES_MAX) }
+                Context { arena: #rt::Arena::new(ARENA_BYTES_MAX), last: None }
             }
 
             /// An arena for runs at `dims` or any smaller dims ([`arena_bytes`]).
             pub fn with_dims(dims: &Dims) -> Result<Self, #rt::Error> {
-                Ok(Context { arena: #rt::Arena::new(arena_bytes(dims)?) })
+                Ok(Context { arena: #rt::Arena::new(arena_bytes(dims)?), last: None })
+            }
+
+            /// Output `i`'s shape in the last run that succeeded (`None` before one, or
+            /// for `i` ≥ [`N_OUTPUTS`]): the dims it was given and the extents its data
+            /// decided.
+            pub fn output_shape(&self, i: usize) -> Option<Vec<usize>> {
+                let s = self.last.as_ref()?;
+                (i < N_OUTPUTS).then(|| output_shape_at(s, i))
             }
         }
 
@@ -272,10 +289,12 @@ fn module(
             /// there). Allocates nothing.
             pub fn run<'c>(&self, ctx: &'c mut Context, dims: Dims, inputs: Inputs<'_>) -> Result<Outputs<'c>, #rt::Error> {
                 let _ = &inputs;
-                let s = dims.sym()?;
-                let l = layout(&s);
+                let mut s = dims.sym()?;
+                let mut l = layout(&s);
                 let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::typed_input_of(&INPUTS[#in_idx], inputs.#in_fields, #in_elems)?),*];
-                execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [], &s, &l)?;
+                ctx.last = None;
+                execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [], &mut s, &mut l)?;
+                ctx.last = Some(s);
                 Ok(Outputs {
                     #(#out_fields: { let region = ctx.arena.region("outputs", #out_regions)?; #out_views },)*
                 })
@@ -284,7 +303,7 @@ fn module(
             /// Runs the model on inputs given as bytes in [`INPUTS`] order (dense,
             /// row-major, little-endian, aligned for their type) with their shapes,
             /// which give the dims; returns the outputs' bytes in [`OUTPUTS`] order
-            /// (shapes: [`Dims::output_shape`] of [`Dims::from_shapes`]). Allocates nothing.
+            /// (shapes: [`Context::output_shape`]). Allocates nothing.
             pub fn run_bytes<'c>(&self, ctx: &'c mut Context, inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<[&'c [u8]; N_OUTPUTS], #rt::Error> {
                 self.run_bytes_timed(ctx, inputs, shapes, &mut [])
             }
@@ -299,17 +318,19 @@ fn module(
                 if inputs.len() != N_INPUTS {
                     return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
                 }
-                let s = Dims::from_shapes(shapes)?.sym()?;
-                let l = layout(&s);
+                let mut s = Dims::from_shapes(shapes)?.sym()?;
+                let mut l = layout(&s);
                 let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::bytes_input_of(&INPUTS[#in_idx], inputs[#in_idx], #in_elems)?),*];
-                execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &s, &l)?;
+                ctx.last = None;
+                execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &mut s, &mut l)?;
+                ctx.last = Some(s);
                 Ok([#(#rt::io::output_bytes(ctx.arena.region("outputs", #out_regions)?, #out_nbytes)?),*])
             }
         }
 
         /// Runs every step at the dims `s` over the offsets `l`, after checking the
         /// arena holds them; `times` is empty, or one slot per step.
-        fn execute(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64], s: &Sym, l: &Layout) -> Result<(), #rt::Error> {
+        fn execute(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64], s: &mut Sym, l: &mut Layout) -> Result<(), #rt::Error> {
             if arena.len_bytes() < l.arena {
                 return Err(#rt::Error::ArenaTooSmall { needed: l.arena, got: arena.len_bytes() });
             }
@@ -331,7 +352,10 @@ fn merged_steps(
     let emitters: Vec<Emitter> = m
         .points
         .iter()
-        .map(|(p, plan)| Emitter::with_places(p, plan, rt, Places::Layout))
+        .map(|(p, plan)| {
+            Emitter::with_places(p, plan, rt, Places::Layout)
+                .with_extents(m.extents.iter().map(|e| e.symbol.clone()).collect())
+        })
         .collect();
     let (first, _) = &m.points[0];
     let to_rust = |d: &Dim| syms.expr(d);
@@ -428,11 +452,11 @@ fn layout_fn(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<Tok
         let off = match &b.offset {
             DynamicOffset::Max(below) if below.is_empty() => quote!(0),
             DynamicOffset::Max(below) => {
-                let ends = below.iter().map(|a| {
+                let ends = max_of(below.iter().map(|a| {
                     let a = us(a.index());
                     quote!(l.off[#a] + z[#a])
-                });
-                quote!(#rt::dims::align_up(0 #(.max(#ends))*, #align))
+                }));
+                quote!(#rt::dims::align_up(#ends, #align))
             }
             DynamicOffset::Alias(x) => {
                 let x = us(x.index());
@@ -446,10 +470,10 @@ fn layout_fn(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<Tok
         };
         offsets.push(quote!(#[doc = #comment] { l.off[#idx] = #off; }));
     }
-    let top = plan.top.iter().map(|a| {
+    let top = max_of(plan.top.iter().map(|a| {
         let a = us(a.index());
         quote!(l.off[#a] + z[#a])
-    });
+    }));
     Ok(quote! {
         /// Where each buffer lies at given dims: byte offsets and lengths (f32 units).
         struct Layout {
@@ -469,11 +493,20 @@ fn layout_fn(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<Tok
             #(#lens)*
             #(#sizes)*
             #(#offsets)*
-            l.arena = 0 #(.max(#top))*;
+            l.arena = #top;
             let _ = &mut z;
             l
         }
     })
+}
+
+/// The largest of `terms` (`0` for none) as `a.max(b).max(c)`.
+fn max_of(terms: impl IntoIterator<Item = TokenStream>) -> TokenStream {
+    let mut terms = terms.into_iter();
+    match terms.next() {
+        None => quote!(0),
+        Some(first) => quote!((#first) #(.max(#terms))*),
+    }
 }
 
 /// `Dims`, `DIMS_MAX`, `SYMBOLS`, `Sym` and the shape functions.
@@ -519,12 +552,48 @@ fn dims_items(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<To
                 .expect("declared symbols are named");
             let (rem, step) = (rem as i64, d.range.step as i64);
             sym_inits.push(quote!(#field: (self.#f as i64 - #rem).div_euclid(#step)));
+        } else if m.extents.iter().any(|e| e.symbol == *name) {
+            // Set below from its bound, once the symbols it is written in are.
+            sym_inits.push(quote!(#field: 0));
         } else {
             return Err(Error::Codegen(format!(
-                "symbol `{name}` is neither declared nor a quotient of one"
+                "symbol `{name}` is neither declared, a quotient of one, nor an extent"
             )));
         }
     }
+    // Each extent starts at its bound at these dims (its buffers sized for it) until
+    // its node binds it.
+    let mut extent_inits = Vec::new();
+    let mut extent_binds = Vec::new();
+    for (k, e) in m.extents.iter().enumerate() {
+        let field = syms
+            .field(&e.symbol)
+            .ok_or_else(|| Error::Codegen(format!("extent `{}` has no symbol", e.symbol)))?;
+        let bound: TokenStream = syms
+            .expr(&e.bound)
+            .parse()
+            .map_err(|err| Error::Codegen(format!("expression for `{}`: {err}", e.bound)))?;
+        extent_inits.push(match e.bound.known() {
+            Some(b) => {
+                let b = Literal::i64_suffixed(b.max(0));
+                quote!(s.#field = #b;)
+            }
+            None => quote!(s.#field = (#bound).max(0);),
+        });
+        let k = us(k);
+        extent_binds.push(quote!(if k == #k { s.#field = n as i64; }));
+    }
+    let bind_fn = (!m.extents.is_empty()).then(|| {
+        quote! {
+            /// Binds extent `k` to `n`, what its node's kernel returned: later steps
+            /// read it, and every buffer's length follows. Offsets stay where the run
+            /// laid them out, with each extent at its bound.
+            fn bind_extent(s: &mut Sym, l: &mut Layout, k: usize, n: usize) {
+                #(#extent_binds)*
+                l.len = layout(s).len;
+            }
+        }
+    });
     // from_shapes: read each declared symbol at its axis, then check every axis.
     let mut reads = Vec::new();
     let mut checks = Vec::new();
@@ -606,10 +675,21 @@ fn dims_items(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<To
         /// and [`OUTPUTS`] give.
         pub const DIMS_MAX: Dims = Dims { #(#declared_fields: #max_values),* };
 
-        /// Every symbol's value as `i64`, the quotients of the stepped ones included.
+        /// Every symbol's value as `i64`, the quotients of the stepped ones and the
+        /// data-dependent extents included.
         #[allow(dead_code)]
+        #[derive(Debug, Clone, Copy)]
         struct Sym {
             #(#all_fields: i64,)*
+        }
+
+        #bind_fn
+
+        /// Output `i`'s shape at `s` (`i` < [`N_OUTPUTS`]).
+        #[allow(unused_parens)]
+        fn output_shape_at(s: &Sym, i: usize) -> Vec<usize> {
+            let _ = &s;
+            match i { #(#out_shapes)* _ => Vec::new() }
         }
 
         impl Dims {
@@ -618,8 +698,11 @@ fn dims_items(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<To
                 self.sym().map(|_| ())
             }
 
+            #[allow(unused_mut, unused_parens)]
             fn sym(&self) -> Result<Sym, #rt::Error> {
-                Ok(Sym { #(#sym_inits,)* })
+                let mut s = Sym { #(#sym_inits,)* };
+                #(#extent_inits)*
+                Ok(s)
             }
 
             /// The dims the inputs' shapes (in [`INPUTS`] order) give: each symbol read
@@ -646,12 +729,10 @@ fn dims_items(m: &DynamicModule, syms: &SymNames, rt: &TokenStream) -> Result<To
                 Ok(match i { #(#in_shapes)* _ => Vec::new() })
             }
 
-            /// Output `i`'s shape at these dims (`i` < [`N_OUTPUTS`]).
-            #[allow(unused_parens)]
+            /// Output `i`'s shape at these dims (`i` < [`N_OUTPUTS`]); an extent the
+            /// data decides at its largest ([`Context::output_shape`] has the run's).
             pub fn output_shape(&self, i: usize) -> Result<Vec<usize>, #rt::Error> {
-                let s = self.sym()?;
-                let _ = &s;
-                Ok(match i { #(#out_shapes)* _ => Vec::new() })
+                Ok(output_shape_at(&self.sym()?, i))
             }
         }
     })

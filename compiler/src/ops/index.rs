@@ -512,6 +512,33 @@ fn top_k_dims(s: &[Dim], axis: i64, k: i64) -> R<Vec<Dim>> {
 }
 
 impl TopK {
+    /// `k` is an input neither constant nor computed from the dims: the kernel reads it.
+    fn k_at_run_time(&self, cx: &InferCx) -> bool {
+        self.k.is_none() && cx.opt(1).is_some() && cx.dims_value(1).is_none()
+    }
+
+    /// TopK reading k at run time (`top_k_dynamic`): values and indices are planned for
+    /// the whole axis and the run binds the extent k.
+    fn lower_run_time_k(&self, cx: &mut LowerCx) -> R<()> {
+        let s = cx.shape(0)?;
+        let a = normalize_axis(self.axis, s.len())?;
+        let p = tp::TopK {
+            outer: s[..a].iter().product(),
+            len: s[a],
+            inner: s[a + 1..].iter().product(),
+            k: s[a],
+            largest: self.largest,
+            sorted: self.sorted,
+        };
+        let d = cx.dtype(0)?;
+        let n = cx.out(0)?.len();
+        let inputs = vec![cx.operand(0)?, cx.operand(1)?];
+        let call = TypedCall::new("top_k_dynamic", vec![d], &p)
+            .inputs(vec![d, DType::I64])
+            .binds(cx.infer_cx().extent(a));
+        cx.typed_multi(call, inputs, &[(0, d, n), (1, DType::I64, n)])
+    }
+
     /// `k`: the attribute, or the constant input (its value is an output dim).
     fn k(&self, cx: &InferCx) -> R<i64> {
         match self.k {
@@ -553,13 +580,44 @@ impl Operator for TopK {
     }
     fn infer(&self, cx: &InferCx) -> R<Vec<Fact>> {
         let d = cx.check_type(0, Types::Numeric)?;
-        let shape = top_k_dims(cx.dims(0)?, self.axis, self.k(cx)?)?;
+        if self.k_at_run_time(cx) {
+            // The data decides k: an extent of at most the axis' length.
+            let xs = cx.dims(0)?;
+            let a = normalize_axis(self.axis, xs.len())?;
+            if cx.dtype(1)? != DType::I64 || cx.dims(1)?.iter().any(|d| !d.is(1)) {
+                return Err(format!(
+                    "k must be one int64, got {} {}",
+                    cx.dtype(1)?,
+                    fmt_dims(cx.dims(1)?)
+                ));
+            }
+            let k = cx.extent(a);
+            let mut shape = xs.to_vec();
+            shape[a] = k.clone();
+            return Ok(vec![
+                Fact::new(d, shape.clone()).with_extent(k, xs[a].clone()),
+                Fact::new(DType::I64, shape),
+            ]);
+        }
+        let shape = match (self.k, cx.dims_value(1)) {
+            // k computed from the dims (`Shape` → `Gather`): an expression in them.
+            (None, Some(k)) if k.len() == 1 && !k[0].is_known() => {
+                let xs = cx.dims(0)?;
+                let mut shape = xs.to_vec();
+                shape[normalize_axis(self.axis, xs.len())?] = k[0].clone();
+                shape
+            }
+            _ => top_k_dims(cx.dims(0)?, self.axis, self.k(cx)?)?,
+        };
         Ok(vec![
             Fact::new(d, shape.clone()),
             Fact::new(DType::I64, shape),
         ])
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
+        if self.k_at_run_time(&cx.infer_cx()) {
+            return self.lower_run_time_k(cx);
+        }
         let infer = cx.infer_cx();
         let (p, shape) = self.params(&infer)?;
         let d = cx.dtype(0)?;
@@ -927,6 +985,16 @@ pub(crate) mod dims_tests {
             2,
         ));
         assert!(e.contains("k 3 is outside 0..=2"), "{e}");
-        assert!(err(infer(topk, vec![f32s("N,L"), i64s("1")], 2)).contains("must be a constant"));
+        // A k read at run time is an extent of at most the axis, in both outputs.
+        let facts = infer(topk.clone(), vec![f32s("N,L"), i64s("1")], 2).unwrap();
+        let (k, bound) = facts[0].extent.clone().expect("an extent");
+        assert_eq!(bound, Dim::sym("L"));
+        assert_eq!(
+            shapes(&facts),
+            vec![vec![Dim::sym("N"), k.clone()], vec![Dim::sym("N"), k]]
+        );
+        // ... which must be one int64.
+        let e = err(infer(topk, vec![f32s("N,L"), i64s("2")], 2));
+        assert!(e.contains("k must be one int64"), "{e}");
     }
 }

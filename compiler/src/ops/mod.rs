@@ -26,6 +26,7 @@ pub mod control;
 pub mod conv;
 pub mod conv_nd;
 pub mod elementwise;
+pub mod extent;
 pub mod index;
 pub mod linalg;
 pub mod loss;
@@ -100,6 +101,10 @@ pub struct Fact {
     /// An integer output's elements as dims in the symbols, when not constant
     /// ([`crate::ir::Value::sym`]).
     pub sym: Option<Vec<Dim>>,
+    /// A data-dependent extent this node's outputs use ([`InferCx::extent`]): the
+    /// symbol and its largest value. Inference binds it at a build's sampled points and
+    /// records it otherwise ([`crate::ir::Graph::extents`]).
+    pub extent: Option<(Dim, Dim)>,
 }
 
 /// Fixed sizes or dims, for [`Fact::new`].
@@ -138,7 +143,15 @@ impl Fact {
             shape: shape.into_dims(),
             constant: None,
             sym: None,
+            extent: None,
         }
+    }
+
+    /// This fact (the node's first output) introduces the data-dependent extent
+    /// `symbol` ([`InferCx::extent`]), at most `bound`.
+    pub fn with_extent(mut self, symbol: Dim, bound: Dim) -> Fact {
+        self.extent = Some((symbol, bound));
+        self
     }
 
     /// A rank-1 (or, for one element with `scalar`, rank-0) int64 tensor whose values
@@ -166,6 +179,7 @@ impl Fact {
             shape: dims_of(&t.shape),
             constant: Some(t),
             sym: None,
+            extent: None,
         }
     }
 
@@ -198,6 +212,8 @@ pub enum Types {
     Bool,
     /// Every type.
     All,
+    /// Every type a kernel computes on: all but the storage-only ones.
+    Dense,
     /// float32 only (a tuned kernel with no typed form yet).
     F32,
 }
@@ -214,6 +230,7 @@ impl Types {
             Types::Int => d.is_int(),
             Types::Bool => d == DType::Bool,
             Types::All => true,
+            Types::Dense => !d.is_small(),
             Types::F32 => d == DType::F32,
         }
     }
@@ -226,6 +243,7 @@ impl Types {
             Types::Int => "integers",
             Types::Bool => "bool",
             Types::All => "all",
+            Types::Dense => "numeric and bool",
             Types::F32 => "float32",
         }
     }
@@ -267,6 +285,7 @@ pub const REGISTRY: &[&[OpDef]] = &[
     normalization::OPS,
     shape::OPS,
     index::OPS,
+    extent::OPS,
     reduce::OPS,
     quant::OPS,
     resize::OPS,
@@ -441,6 +460,17 @@ impl<'g> InferCx<'g> {
             .flatten()
             .map(|&v| self.graph.value(v))
             .collect()
+    }
+
+    /// The symbol for an extent of this node's outputs that only the data decides
+    /// (NonZero's count): `OUT[axis]`, after the first output and the axis of it.
+    pub fn extent(&self, axis: usize) -> Dim {
+        let out = self
+            .node
+            .outputs
+            .first()
+            .map(|&v| self.graph.value(v).name.as_str());
+        Dim::sym(&format!("{}[{axis}]", out.unwrap_or("?")))
     }
 
     /// Number of outputs the node names.

@@ -63,23 +63,36 @@ pub struct Dims {
 /// The largest dims: what [`ARENA_BYTES_MAX`] is for, and the shapes [`INPUTS`]
 /// and [`OUTPUTS`] give.
 pub const DIMS_MAX: Dims = Dims { batch: 8 };
-/// Every symbol's value as `i64`, the quotients of the stepped ones included.
+/// Every symbol's value as `i64`, the quotients of the stepped ones and the
+/// data-dependent extents included.
 #[allow(dead_code)]
+#[derive(Debug, Clone, Copy)]
 struct Sym {
     batch: i64,
+}
+/// Output `i`'s shape at `s` (`i` < [`N_OUTPUTS`]).
+#[allow(unused_parens)]
+fn output_shape_at(s: &Sym, i: usize) -> Vec<usize> {
+    let _ = &s;
+    match i {
+        0 => vec![::kiln_runtime::dims::size(s.batch), 5],
+        _ => Vec::new(),
+    }
 }
 impl Dims {
     /// Checks every symbol against its range and step.
     pub fn check(&self) -> Result<(), ::kiln_runtime::Error> {
         self.sym().map(|_| ())
     }
+    #[allow(unused_mut, unused_parens)]
     fn sym(&self) -> Result<Sym, ::kiln_runtime::Error> {
-        Ok(Sym {
+        let mut s = Sym {
             batch: {
                 SYMBOLS[0].check(self.batch)?;
                 self.batch as i64
             },
-        })
+        };
+        Ok(s)
     }
     /// The dims the inputs' shapes (in [`INPUTS`] order) give: each symbol read
     /// from its input axis and checked, every other axis checked against its
@@ -113,17 +126,10 @@ impl Dims {
             },
         )
     }
-    /// Output `i`'s shape at these dims (`i` < [`N_OUTPUTS`]).
-    #[allow(unused_parens)]
+    /// Output `i`'s shape at these dims (`i` < [`N_OUTPUTS`]); an extent the
+    /// data decides at its largest ([`Context::output_shape`] has the run's).
     pub fn output_shape(&self, i: usize) -> Result<Vec<usize>, ::kiln_runtime::Error> {
-        let s = self.sym()?;
-        let _ = &s;
-        Ok(
-            match i {
-                0 => vec![::kiln_runtime::dims::size(s.batch), 5],
-                _ => Vec::new(),
-            },
-        )
+        Ok(output_shape_at(&self.sym()?, i))
     }
 }
 /// Bytes of working memory a run at `dims` needs (an error when a dim is out of
@@ -181,12 +187,12 @@ fn layout(s: &Sym) -> Layout {
     }
     // conv1:scratch
     {
-        l.off[1] = ::kiln_runtime::dims::align_up(0.max(l.off[0] + z[0]), 256);
+        l.off[1] = ::kiln_runtime::dims::align_up((l.off[0] + z[0]), 256);
     }
     // g
     {
         l.off[2] = ::kiln_runtime::dims::align_up(
-            0.max(l.off[0] + z[0]).max(l.off[3] + z[3]),
+            (l.off[0] + z[0]).max(l.off[3] + z[3]),
             256,
         );
     }
@@ -194,7 +200,7 @@ fn layout(s: &Sym) -> Layout {
     {
         l.off[4] = l.off[3];
     }
-    l.arena = 0.max(l.off[1] + z[1]).max(l.off[2] + z[2]);
+    l.arena = (l.off[1] + z[1]).max(l.off[2] + z[2]);
     let _ = &mut z;
     l
 }
@@ -205,19 +211,30 @@ pub struct Model {
 /// Per-request working memory. One per thread or in-flight request.
 pub struct Context {
     arena: ::kiln_runtime::Arena,
+    /// The dims and extents of the last run that succeeded.
+    last: Option<Sym>,
 }
 impl Context {
     /// An arena for every dims in range ([`ARENA_BYTES_MAX`]); `run` allocates nothing.
     pub fn new() -> Self {
         Context {
             arena: ::kiln_runtime::Arena::new(ARENA_BYTES_MAX),
+            last: None,
         }
     }
     /// An arena for runs at `dims` or any smaller dims ([`arena_bytes`]).
     pub fn with_dims(dims: &Dims) -> Result<Self, ::kiln_runtime::Error> {
         Ok(Context {
             arena: ::kiln_runtime::Arena::new(arena_bytes(dims)?),
+            last: None,
         })
+    }
+    /// Output `i`'s shape in the last run that succeeded (`None` before one, or
+    /// for `i` ≥ [`N_OUTPUTS`]): the dims it was given and the extents its data
+    /// decided.
+    pub fn output_shape(&self, i: usize) -> Option<Vec<usize>> {
+        let s = self.last.as_ref()?;
+        (i < N_OUTPUTS).then(|| output_shape_at(s, i))
     }
 }
 impl Default for Context {
@@ -233,7 +250,7 @@ pub struct Inputs<'a> {
     pub x: &'a [f32],
 }
 /// Typed outputs, borrowed from the [`Context`]; their shapes are
-/// [`Dims::output_shape`] of the dims the run was given.
+/// [`Context::output_shape`] after the run.
 pub struct Outputs<'a> {
     /// `prob`: float32 [8, 5]
     pub prob: &'a [f32],
@@ -281,8 +298,8 @@ impl Model {
         inputs: Inputs<'_>,
     ) -> Result<Outputs<'c>, ::kiln_runtime::Error> {
         let _ = &inputs;
-        let s = dims.sym()?;
-        let l = layout(&s);
+        let mut s = dims.sym()?;
+        let mut l = layout(&s);
         let inputs: [&[u8]; N_INPUTS] = [
             ::kiln_runtime::io::typed_input_of(
                 &INPUTS[0],
@@ -290,7 +307,16 @@ impl Model {
                 ::kiln_runtime::dims::size(192i64 * s.batch),
             )?,
         ];
-        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [], &s, &l)?;
+        ctx.last = None;
+        execute(
+            self.weights.as_f32(),
+            &inputs,
+            &mut ctx.arena,
+            &mut [],
+            &mut s,
+            &mut l,
+        )?;
+        ctx.last = Some(s);
         Ok(Outputs {
             prob: {
                 let region = ctx.arena.region("outputs", (l.off[4], l.len[4]))?;
@@ -304,7 +330,7 @@ impl Model {
     /// Runs the model on inputs given as bytes in [`INPUTS`] order (dense,
     /// row-major, little-endian, aligned for their type) with their shapes,
     /// which give the dims; returns the outputs' bytes in [`OUTPUTS`] order
-    /// (shapes: [`Dims::output_shape`] of [`Dims::from_shapes`]). Allocates nothing.
+    /// (shapes: [`Context::output_shape`]). Allocates nothing.
     pub fn run_bytes<'c>(
         &self,
         ctx: &'c mut Context,
@@ -337,8 +363,8 @@ impl Model {
                 got: inputs.len(),
             });
         }
-        let s = Dims::from_shapes(shapes)?.sym()?;
-        let l = layout(&s);
+        let mut s = Dims::from_shapes(shapes)?.sym()?;
+        let mut l = layout(&s);
         let inputs: [&[u8]; N_INPUTS] = [
             ::kiln_runtime::io::bytes_input_of(
                 &INPUTS[0],
@@ -346,11 +372,13 @@ impl Model {
                 ::kiln_runtime::dims::size(192i64 * s.batch),
             )?,
         ];
-        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &s, &l)?;
+        ctx.last = None;
+        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &mut s, &mut l)?;
+        ctx.last = Some(s);
         Ok([
             ::kiln_runtime::io::output_bytes(
                 ctx.arena.region("outputs", (l.off[4], l.len[4]))?,
-                ::kiln_runtime::dims::size(5i64 * s.batch) * 4,
+                ::kiln_runtime::dims::size(20i64 * s.batch),
             )?,
         ])
     }
@@ -362,8 +390,8 @@ fn execute(
     inputs: &[&[u8]; N_INPUTS],
     arena: &mut ::kiln_runtime::Arena,
     times: &mut [f64],
-    s: &Sym,
-    l: &Layout,
+    s: &mut Sym,
+    l: &mut Layout,
 ) -> Result<(), ::kiln_runtime::Error> {
     if arena.len_bytes() < l.arena {
         return Err(::kiln_runtime::Error::ArenaTooSmall {
@@ -375,15 +403,16 @@ fn execute(
     Ok(())
 }
 #[inline(never)]
+#[allow(clippy::needless_pass_by_ref_mut)]
 fn part_0(
     w: &[f32],
     inputs: &[&[u8]; N_INPUTS],
     arena: &mut ::kiln_runtime::Arena,
     times: &mut [f64],
-    s: &Sym,
-    l: &Layout,
+    s: &mut Sym,
+    l: &mut Layout,
 ) -> Result<(), ::kiln_runtime::Error> {
-    let _ = (w, inputs, s, l);
+    let _ = (w, inputs, &s, &l);
     // conv1 (Conv)
     {
         let t = ::kiln_runtime::profile::start(times);

@@ -10,6 +10,7 @@ pub mod attention;
 pub mod conv;
 pub mod elem;
 pub mod elementwise;
+pub mod extent;
 pub mod index;
 pub mod layout;
 pub mod matmul;
@@ -37,6 +38,10 @@ pub use conv::{
 pub use elem::{Bool, Elem};
 pub use elementwise::{
     binary, binary_acc, cast, compare, is_inf, is_nan, pow, range, unary, unary_inplace, where_,
+};
+pub use extent::{
+    compress, nms_scratch_len, non_max_suppression, non_zero, top_k_dynamic, unique,
+    unique_scratch_len,
 };
 pub use index::{
     Index, eye_like, gather, gather_elements, gather_nd, one_hot, scatter_elements, scatter_nd,

@@ -369,6 +369,7 @@ pub use super::conv::{
     ConvActivation, ConvGeom, ConvInteger, ConvNd, ConvTransposeNd, DeformConv, MaxUnpool, PoolNd,
     PoolOp, Precision, QLinearConv, QMatMul, QuantMode, Quantize,
 };
+pub use super::extent::{Compress, NonMaxSuppression, NonZero, Unique};
 pub use super::index::{
     EyeLike, Gather, GatherElements, GatherNd, OneHot, ScatterElements, ScatterNd,
     ScatterReduction, TopK,

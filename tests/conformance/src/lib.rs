@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Runs a compiled case once on its inputs (graph order, each 8-byte aligned) and
-/// returns its outputs' bytes (graph order).
-pub type RunFn = fn(&[&[u8]]) -> Result<Vec<Vec<u8>>, kiln_runtime::Error>;
+/// returns its outputs' bytes and Kiln's shape of each (graph order; an extent the data
+/// decides as the run found it).
+pub type RunFn = fn(&[&[u8]]) -> Result<Vec<(Vec<u8>, Vec<usize>)>, kiln_runtime::Error>;
 
 /// What became of a case at build time.
 pub enum Status {
@@ -15,11 +16,8 @@ pub enum Status {
     Excluded(&'static str),
     /// Kiln did not compile it; the compile error on one line.
     Unsupported(&'static str),
-    /// Compiled: the runner, and Kiln's shape of each graph output.
-    Compiled {
-        run: RunFn,
-        shapes: &'static [&'static [usize]],
-    },
+    /// Compiled: the runner.
+    Compiled { run: RunFn },
 }
 
 /// One node test case.

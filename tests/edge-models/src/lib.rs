@@ -2,11 +2,16 @@
 //! (`testdata/edge/<case>/`) and compiled by `build.rs` into this one crate: no graph
 //! inputs, outputs that are weights, constants or inputs, a value listed twice as an
 //! output, rank-0 and zero-sized tensors, names that are Rust keywords or no
-//! identifiers, a single node, 2,000 outputs, and the small CNN the concurrency tests
+//! identifiers, a single node, 2,000 outputs, outputs whose extent the data decides
+//! (NonZero, Compress, Unique, NonMaxSuppression, TopK with a run-time k), and the small CNN the concurrency tests
 //! share between threads (also compiled for the CUDA target, run by the emulator).
 
-/// Runs a case once on graph-ordered input bytes; returns graph-ordered output bytes.
-pub type RunFn = fn(&[&[u8]]) -> Result<Vec<Vec<u8>>, kiln_runtime::Error>;
+/// Runs a case once on graph-ordered input bytes; returns graph-ordered output bytes,
+/// each with Kiln's shape of it (an extent the data decides as the run found it).
+pub type RunFn = fn(&[&[u8]]) -> Result<Vec<Output>, kiln_runtime::Error>;
+
+/// One output's bytes and shape.
+pub type Output = (Vec<u8>, Vec<usize>);
 
 /// What became of a case at build time.
 pub enum Status {
@@ -26,7 +31,7 @@ pub struct Case {
 
 /// The generated modules (no lint allowances: generated code must be clippy-clean).
 pub mod generated {
-    use super::{Case, Status};
+    use super::{Case, Output, Status};
     include!(concat!(env!("OUT_DIR"), "/edge.rs"));
 }
 

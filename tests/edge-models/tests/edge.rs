@@ -96,7 +96,14 @@ fn every_edge_case_matches_onnxruntime() {
                                 want.len()
                             ));
                         }
-                        for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
+                        for (k, ((g, shape), w)) in outs.iter().zip(&want).enumerate() {
+                            if *shape != w.shape {
+                                ok = false;
+                                failures.push(format!(
+                                    "{}: output {k} has shape {shape:?}, onnxruntime's {:?}",
+                                    case.name, w.shape
+                                ));
+                            }
                             match compare(g, w, tolerance(case.name)) {
                                 Ok(m) => max = max.max(m),
                                 Err(e) => {
@@ -267,4 +274,57 @@ fn two_thousand_outputs() {
         assert!((a - b).abs() <= 1e-6 + 1e-5 * b.abs(), "{a} against {b}");
     }
     assert!(model.run_bytes(&mut ctx, &[]).is_err());
+}
+
+/// TopK's k read at run time through the typed API: every k in 0..=20 gives `[4, k]`
+/// outputs (the output shape from the context), the values for k ≤ 7 are the prefix of
+/// each row of onnxruntime's k = 7 result (TopK sorts), and k past the axis is an error
+/// naming it, not a panic.
+#[test]
+fn topk_reads_k_at_run_time() {
+    use cases::topk_runtime_k::{Context, Dims, Inputs, Model};
+    require_testdata();
+    let case = CASES
+        .iter()
+        .find(|c| c.name == "topk_runtime_k")
+        .expect("case");
+    let x = npys(Path::new(case.dir), "input")[0].as_f32();
+    let want = &expected("topk_runtime_k")[0];
+    let model = Model::new().unwrap();
+    let mut ctx = Context::new();
+    for k in 0..=20usize {
+        let out = model
+            .run(
+                &mut ctx,
+                Dims {},
+                Inputs {
+                    x: &x,
+                    k: &[k as i64],
+                },
+            )
+            .unwrap();
+        assert_eq!(out.v2.len(), 4 * k, "k = {k}");
+        if k <= 7 {
+            for row in 0..4 {
+                assert_eq!(
+                    out.v2[row * k..][..k],
+                    want[row * 7..][..k],
+                    "k = {k}, row {row}"
+                );
+            }
+        }
+        assert_eq!(ctx.output_shape(0), Some(vec![4, k]));
+        assert_eq!(ctx.output_shape(1), Some(vec![4, k]));
+    }
+    for k in [21, -1] {
+        let err = model
+            .run(&mut ctx, Dims {}, Inputs { x: &x, k: &[k] })
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(err, kiln_runtime::Error::ExtentOutOfRange { value, max: 20, .. } if value == k),
+            "{err}"
+        );
+        assert_eq!(ctx.output_shape(0), None, "a failed run reports no shapes");
+    }
 }

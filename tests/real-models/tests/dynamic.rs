@@ -172,6 +172,17 @@ fn yolo_height_width_matches_onnxruntime() {
     same_as_static("yolo_height_width");
 }
 
+/// The same detector with NonMaxSuppression and a Gather of the kept boxes in the
+/// graph, over the same H×W: the number of boxes kept is the data's (0, 1, 1 and 3 at
+/// the four points), planned at its bound and reported by the context after the run.
+/// The kept indices and boxes are compared like the rest (indices exactly: they are
+/// integers; the seeded images' scores stay 1.8e-4 from the threshold, see
+/// make_dynamic_refs.py). Tolerance as for the static build.
+#[test]
+fn yolo_nms_height_width_matches_onnxruntime() {
+    check("yolo_nms_height_width", 1e-5, 1e-5);
+}
+
 /// Every error a run at given dims can meet, with its message.
 #[test]
 fn run_time_dims_are_checked() {
@@ -260,7 +271,8 @@ fn every_case_is_tested() {
             "rec_batch_width",
             "rec_width",
             "vad_sequence",
-            "yolo_height_width"
+            "yolo_height_width",
+            "yolo_nms_height_width"
         ]
     );
 }

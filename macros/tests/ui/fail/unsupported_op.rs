@@ -1,4 +1,4 @@
-// NonZero and Unique are not supported by Kiln: one error lists both.
+// RandomNormalLike and RandomUniformLike are not supported by Kiln: one error lists both.
 kiln_macros::include_model!("tests/fixtures/unsupported.onnx");
 
 fn main() {}

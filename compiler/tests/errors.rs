@@ -1656,3 +1656,91 @@ fn constant_inputs_bind_shape_inputs() {
         "input `shape`: is declared int64, the bound value is float32"
     );
 }
+
+/// Operators whose output extent the data decides: their inputs are checked at
+/// compile time (each error names the node), and the CUDA target, which cannot bind an
+/// extent at run time yet, says so naming the node instead of failing later.
+#[test]
+fn data_dependent_extents_are_checked() {
+    // NonMaxSuppression: boxes must be [batches, boxes, 4].
+    let bytes = Model::new(13)
+        .input("boxes", &[1, 6, 5])
+        .input("scores", &[1, 2, 6])
+        .node(Node::new("NonMaxSuppression", &["boxes", "scores"], &["sel"]).name("nms"))
+        .output("sel")
+        .bytes();
+    assert_node_error(
+        &error(&bytes),
+        "nms",
+        "NonMaxSuppression",
+        "boxes must be [batches, boxes, 4] and scores [batches, classes, boxes], got [1, 6, 5]",
+    );
+    // ... agreeing with the scores on the number of boxes.
+    let bytes = Model::new(13)
+        .input("boxes", &[1, 6, 4])
+        .input("scores", &[1, 2, 7])
+        .node(Node::new("NonMaxSuppression", &["boxes", "scores"], &["sel"]).name("nms"))
+        .output("sel")
+        .bytes();
+    assert_node_error(
+        &error(&bytes),
+        "nms",
+        "NonMaxSuppression",
+        "disagree on batches or boxes",
+    );
+    // Compress: the condition is bool.
+    let bytes = Model::new(13)
+        .input("x", &[3, 4])
+        .input("c", &[3])
+        .node(
+            Node::new("Compress", &["x", "c"], &["y"])
+                .name("compress")
+                .int("axis", 0),
+        )
+        .output("y")
+        .bytes();
+    assert_node_error(
+        &error(&bytes),
+        "compress",
+        "Compress",
+        "the condition has element type float32, expected bool",
+    );
+    // TopK reading k at run time: k is one int64.
+    let bytes = Model::new(13)
+        .input("x", &[3, 4])
+        .typed_input("k", INT64, &["2"])
+        .node(Node::new("TopK", &["x", "k"], &["v", "i"]).name("topk"))
+        .output("v")
+        .bytes();
+    assert_node_error(
+        &error(&bytes),
+        "topk",
+        "TopK",
+        "k must be one int64, got int64 [2]",
+    );
+    // NonZero for the CUDA target.
+    let bytes = Model::new(13)
+        .input("x", &[3, 4])
+        .node(Node::new("NonZero", &["x"], &["nz"]).name("nonzero"))
+        .output("nz")
+        .bytes();
+    let opts = Options {
+        target: kiln_compiler::Target::Cuda,
+        ..Options::default()
+    };
+    let e = error_opts(&bytes, &opts);
+    let text = e.to_string();
+    assert!(
+        matches!(&e, Error::Dynamic { node, op, .. } if node == "nonzero" && op == "NonZero"),
+        "{e:?}"
+    );
+    assert!(
+        text.contains("its output extent `nz[1]` depends on the data")
+            && text.contains("CPU target only"),
+        "{text}"
+    );
+    // The same model builds for the CPU, as a module that reports the extent.
+    let compiled = compile(&bytes).expect("NonZero builds for the CPU");
+    assert!(compiled.shapes_vary);
+    assert!(compiled.code.contains("bind_extent(s, l, 0, n)"));
+}

@@ -20,6 +20,7 @@ pub fn run(graph: &mut Graph) -> Result<(), Error> {
     fold_batchnorm_into_conv(graph);
     batchnorm_to_affine(graph);
     fold_channel_ops(graph);
+    hard_swish_patterns(graph);
     fuse_activations(graph);
     eliminate_dead_nodes(graph);
     Ok(())
@@ -375,6 +376,108 @@ pub fn fuse_activations(graph: &mut Graph) {
         }
         i += 1;
     }
+}
+
+/// `x · Clip(x + 3, 0, 6) / 6` (exporters' hard-swish, as `Mul` then `Div`, or `Div`
+/// then `Mul`) → `HardSwish(x)`, so the producer of `x` can fuse it. Float32 only; each
+/// intermediate value must feed only the next node of the pattern.
+pub fn hard_swish_patterns(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        if let Some((x, dead)) = hard_swish_at(graph, i) {
+            graph.nodes[i].op = Arc::new(Unary {
+                name: "HardSwish",
+                op: UnaryOp::HardSwish,
+                types: crate::ops::Types::Float,
+            });
+            graph.nodes[i].inputs = vec![Some(x)];
+            let before = dead.iter().filter(|&&d| d < i).count();
+            let mut dead = dead;
+            dead.sort_unstable_by(|a, b| b.cmp(a));
+            for d in dead {
+                graph.nodes.remove(d);
+            }
+            i -= before;
+        }
+        i += 1;
+    }
+}
+
+/// The input `x` of a hard-swish pattern ending at node `end`, and the other nodes of
+/// the pattern (to remove).
+fn hard_swish_at(graph: &Graph, end: usize) -> Option<(ValueId, Vec<usize>)> {
+    let node = |i: usize| &graph.nodes[i];
+    let producer = |v: ValueId| graph.nodes.iter().position(|n| n.outputs.contains(&v));
+    let binary = |i: usize, op: BinaryOp| {
+        node(i)
+            .op
+            .downcast::<Binary>()
+            .filter(|b| b.op == op)
+            .map(|_| (node(i).input(0), node(i).input(1)))
+    };
+    let is_scalar = |v: Option<ValueId>, want: f32| {
+        constant(graph, v).is_some_and(|c| c.len() == 1 && c[0] == want)
+    };
+    // Only consumer of its output: the next node of the pattern.
+    let feeds = |from: usize, to: usize| sole_consumer(graph, node(from).outputs[0]) == Some(to);
+    // `Clip(x + 3, 0, 6)` at node `c`, feeding `next`: x and the Add's index.
+    let clip_of = |c: usize, next: usize| -> Option<(ValueId, usize)> {
+        let clip = node(c).op.downcast::<Clip>()?;
+        let bounds = clip
+            .bounds(|k| match node(c).input(k) {
+                None => Some(None),
+                Some(v) => graph.value(v).constant.as_ref().and_then(|t| t.scalar_f64()).map(Some),
+            })
+            .ok()?;
+        if bounds != [Some(0.0), Some(6.0)] || !feeds(c, next) {
+            return None;
+        }
+        let add = producer(node(c).input(0)?)?;
+        let (a, b) = binary(add, BinaryOp::Add)?;
+        let x = match (is_scalar(a, 3.0), is_scalar(b, 3.0)) {
+            (false, true) => a?,
+            (true, false) => b?,
+            _ => return None,
+        };
+        feeds(add, c).then_some((x, add))
+    };
+    if graph.value(node(end).outputs[0]).dtype != DType::F32 {
+        return None;
+    }
+    if let Some((m, six)) = binary(end, BinaryOp::Div) {
+        // (x · Clip(x + 3, 0, 6)) / 6
+        if !is_scalar(six, 6.0) {
+            return None;
+        }
+        let mul = producer(m?)?;
+        let (a, b) = binary(mul, BinaryOp::Mul)?;
+        for (x, other) in [(a?, b?), (b?, a?)] {
+            if let Some(c) = producer(other)
+                && let Some((cx, add)) = clip_of(c, mul)
+                && cx == x
+                && feeds(mul, end)
+            {
+                return Some((x, vec![add, c, mul]));
+            }
+        }
+        return None;
+    }
+    // x · (Clip(x + 3, 0, 6) / 6)
+    let (a, b) = binary(end, BinaryOp::Mul)?;
+    for (x, other) in [(a?, b?), (b?, a?)] {
+        let Some(div) = producer(other) else { continue };
+        let Some((d, six)) = binary(div, BinaryOp::Div) else { continue };
+        if !is_scalar(six, 6.0) || !feeds(div, end) {
+            continue;
+        }
+        if let Some(c) = d.and_then(producer)
+            && let Some((cx, add)) = clip_of(c, div)
+            && cx == x
+        {
+            return Some((x, vec![add, c, div]));
+        }
+    }
+    None
 }
 
 /// The activation node `n` computes, when it is one the producers can fuse (float32).

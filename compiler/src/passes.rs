@@ -422,14 +422,7 @@ fn hard_swish_at(graph: &Graph, end: usize) -> Option<(ValueId, Vec<usize>)> {
     let feeds = |from: usize, to: usize| sole_consumer(graph, node(from).outputs[0]) == Some(to);
     // `Clip(x + 3, 0, 6)` at node `c`, feeding `next`: x and the Add's index.
     let clip_of = |c: usize, next: usize| -> Option<(ValueId, usize)> {
-        let clip = node(c).op.downcast::<Clip>()?;
-        let bounds = clip
-            .bounds(|k| match node(c).input(k) {
-                None => Some(None),
-                Some(v) => graph.value(v).constant.as_ref().and_then(|t| t.scalar_f64()).map(Some),
-            })
-            .ok()?;
-        if bounds != [Some(0.0), Some(6.0)] || !feeds(c, next) {
+        if clip_bounds(graph, node(c))? != [Some(0.0), Some(6.0)] || !feeds(c, next) {
             return None;
         }
         let add = producer(node(c).input(0)?)?;
@@ -466,7 +459,9 @@ fn hard_swish_at(graph: &Graph, end: usize) -> Option<(ValueId, Vec<usize>)> {
     let (a, b) = binary(end, BinaryOp::Mul)?;
     for (x, other) in [(a?, b?), (b?, a?)] {
         let Some(div) = producer(other) else { continue };
-        let Some((d, six)) = binary(div, BinaryOp::Div) else { continue };
+        let Some((d, six)) = binary(div, BinaryOp::Div) else {
+            continue;
+        };
         if !is_scalar(six, 6.0) || !feeds(div, end) {
             continue;
         }
@@ -495,8 +490,16 @@ fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
             _ => None,
         };
     }
-    let clip = n.op.downcast::<Clip>()?;
-    let [min, max] = clip
+    let [min, max] = clip_bounds(graph, n)?;
+    Some(Activation::Clip {
+        min: min.map_or(f32::MIN, |v| v as f32),
+        max: max.map_or(f32::MAX, |v| v as f32),
+    })
+}
+
+/// A `Clip` node's bounds (`None` = unbounded), when they are constants.
+fn clip_bounds(graph: &Graph, n: &Node) -> Option<[Option<f64>; 2]> {
+    n.op.downcast::<Clip>()?
         .bounds(|k| match n.input(k) {
             None => Some(None),
             Some(v) => graph
@@ -506,11 +509,7 @@ fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
                 .and_then(|t| t.scalar_f64())
                 .map(Some),
         })
-        .ok()?;
-    Some(Activation::Clip {
-        min: min.map_or(f32::MIN, |v| v as f32),
-        max: max.map_or(f32::MAX, |v| v as f32),
-    })
+        .ok()
 }
 
 /// Removes nodes none of whose outputs reach a graph output.

@@ -13,7 +13,11 @@ use kiln_compiler::{Options, compile_bytes};
 fn hard_swish_patterns_fuse_into_the_convolution() {
     let conv = |m: Model| {
         m.input("x", &[1, 2, 5, 5])
-            .init("w", &[4, 2, 3, 3], (0..72).map(|i| (i as f32 - 36.0) / 50.0).collect())
+            .init(
+                "w",
+                &[4, 2, 3, 3],
+                (0..72).map(|i| (i as f32 - 36.0) / 50.0).collect(),
+            )
             .init("three", &[], vec![3.0])
             .init("zero", &[], vec![0.0])
             .init("six", &[], vec![6.0])

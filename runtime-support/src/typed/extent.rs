@@ -12,7 +12,7 @@
 //! sort) over the caller's scratch.
 
 use super::elem::{Bool, Elem};
-use super::index::top_k;
+use super::index::{Odometer, top_k};
 use super::params::{RANK, TopK};
 use crate::Error;
 use core::cmp::Ordering;
@@ -44,24 +44,16 @@ pub fn non_zero<T: Elem>(p: &NonZero, x: &[T], out: &mut [i64]) -> Result<usize,
     if rank == 0 || n == 0 {
         return Ok(n);
     }
-    let mut idx = [0usize; RANK];
+    let mut at = Odometer::new(rank, p.shape, [0; RANK]);
     let mut m = 0;
     for &v in x {
         if v.is_nonzero() {
-            for (r, &c) in idx[..rank].iter().enumerate() {
+            for (r, &c) in at.index().iter().enumerate() {
                 out[r * n + m] = c as i64;
             }
             m += 1;
         }
-        let mut d = rank;
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < p.shape[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
+        at.advance();
     }
     Ok(n)
 }
@@ -409,13 +401,11 @@ pub fn non_max_suppression(
             let cand = &mut cand[..nc];
             cand.sort_unstable_by(|&i, &j| {
                 let (si, sj) = (sc[i as usize], sc[j as usize]);
-                let by_score = match (si.is_nan(), sj.is_nan()) {
-                    (true, true) => Ordering::Equal,
-                    (true, false) => Ordering::Greater,
-                    (false, true) => Ordering::Less,
-                    (false, false) => sj.partial_cmp(&si).unwrap_or(Ordering::Equal),
-                };
-                by_score.then(i.cmp(&j))
+                // Descending, NaN last, then by box index.
+                si.is_nan()
+                    .cmp(&sj.is_nan())
+                    .then_with(|| sj.partial_cmp(&si).unwrap_or(Ordering::Equal))
+                    .then(i.cmp(&j))
             });
             let mut ns = 0;
             for &i in cand.iter() {

@@ -81,6 +81,12 @@ impl Odometer {
         }
     }
 
+    /// The current multi-index (`rank` entries).
+    #[inline]
+    pub(super) fn index(&self) -> &[usize] {
+        &self.idx[..self.rank]
+    }
+
     /// Moves to the next index (wrapping to all zeros after the last).
     #[inline]
     pub(super) fn advance(&mut self) {

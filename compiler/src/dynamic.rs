@@ -205,9 +205,8 @@ pub fn compile_over_ranges(
     name: &str,
     opts: &Options,
 ) -> Result<Compiled, Error> {
-    // The extents only the data decides are sampled like declared symbols.
-    let symbolic = crate::compile::infer_shapes(bytes, opts)?;
     if opts.target != Target::Cpu {
+        let symbolic = crate::compile::infer_shapes(bytes, opts)?;
         return Err(match symbolic.extents.first() {
             Some(e) => Error::Dynamic {
                 node: e.node.clone(),
@@ -227,25 +226,20 @@ pub fn compile_over_ranges(
     }
     let mut named = opts.clone();
     named.name = Some(name.to_owned());
-    let mut known = opts.symbol_ranges.clone();
-    known.extend(
-        opts.symbol_ranges
-            .iter()
-            .filter_map(|r| r.quotient().map(|(q, _)| q)),
-    );
+    let mut rp = plan_over_ranges(bytes, source, &named)?;
+    // The extents only the data decides (the last ranges) are sampled like declared
+    // symbols.
     let sampled: Vec<SymbolRange> = opts
         .symbol_ranges
         .iter()
+        .chain(&rp.ranges[rp.ranges.len() - rp.extents.len()..])
         .cloned()
-        .chain(extent_ranges(&known, &symbolic.extents)?)
         .collect();
-    drop(symbolic);
     let points = sample_points(&sampled, opts.symbol_ranges.len());
     // A constant folded from the dims (an index table built with Range) would be a
     // weight right for one shape only: each such weight, and what it is computed from,
     // is left to run time and the model planned again.
-    let (rp, programs) = loop {
-        let rp = plan_over_ranges(bytes, source, &named)?;
+    let programs = loop {
         let at_max = &rp.at_max.program;
         let mut programs = Vec::with_capacity(points.len());
         let mut again = false;
@@ -266,8 +260,9 @@ pub fn compile_over_ranges(
             programs.push(in_order_of(at_max, program, pt)?);
         }
         if !again {
-            break (rp, programs);
+            break programs;
         }
+        rp = plan_over_ranges(bytes, source, &named)?;
     };
     let binds: Vec<_> = points.iter().map(|pt| dim::bind(&rp.ranges, pt)).collect();
     let at_max = &rp.at_max.program;

@@ -1662,28 +1662,24 @@ fn constant_inputs_bind_shape_inputs() {
 /// extent at run time yet, says so naming the node instead of failing later.
 #[test]
 fn data_dependent_extents_are_checked() {
-    // NonMaxSuppression: boxes must be [batches, boxes, 4].
-    let bytes = Model::new(13)
-        .input("boxes", &[1, 6, 5])
-        .input("scores", &[1, 2, 6])
-        .node(Node::new("NonMaxSuppression", &["boxes", "scores"], &["sel"]).name("nms"))
-        .output("sel")
-        .bytes();
+    let nms = |boxes: &[i64], scores: &[i64]| {
+        Model::new(13)
+            .input("boxes", boxes)
+            .input("scores", scores)
+            .node(Node::new("NonMaxSuppression", &["boxes", "scores"], &["sel"]).name("nms"))
+            .output("sel")
+            .bytes()
+    };
+    // NonMaxSuppression: boxes must be [batches, boxes, 4] ...
     assert_node_error(
-        &error(&bytes),
+        &error(&nms(&[1, 6, 5], &[1, 2, 6])),
         "nms",
         "NonMaxSuppression",
         "boxes must be [batches, boxes, 4] and scores [batches, classes, boxes], got [1, 6, 5]",
     );
     // ... agreeing with the scores on the number of boxes.
-    let bytes = Model::new(13)
-        .input("boxes", &[1, 6, 4])
-        .input("scores", &[1, 2, 7])
-        .node(Node::new("NonMaxSuppression", &["boxes", "scores"], &["sel"]).name("nms"))
-        .output("sel")
-        .bytes();
     assert_node_error(
-        &error(&bytes),
+        &error(&nms(&[1, 6, 4], &[1, 2, 7])),
         "nms",
         "NonMaxSuppression",
         "disagree on batches or boxes",

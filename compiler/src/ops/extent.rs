@@ -221,15 +221,15 @@ impl Operator for Unique {
                 Fact::constant(Tensor::i64(vec![n], counts)),
             ]);
         }
+        let n = cx.extent(axis.unwrap_or(0));
         let (y, len) = match axis {
             Some(a) => {
                 let mut y = xs.to_vec();
-                y[a] = cx.extent(a);
+                y[a] = n.clone();
                 (y, xs[a].clone())
             }
-            None => (vec![cx.extent(0)], xs.iter().product()),
+            None => (vec![n.clone()], xs.iter().product()),
         };
-        let n = cx.extent(axis.unwrap_or(0));
         Ok(vec![
             Fact::new(d, y).with_extent(n.clone(), len.clone()),
             Fact::new(DType::I64, vec![n.clone()]),

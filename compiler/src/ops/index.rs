@@ -522,14 +522,7 @@ impl TopK {
     fn lower_run_time_k(&self, cx: &mut LowerCx) -> R<()> {
         let s = cx.shape(0)?;
         let a = normalize_axis(self.axis, s.len())?;
-        let p = tp::TopK {
-            outer: s[..a].iter().product(),
-            len: s[a],
-            inner: s[a + 1..].iter().product(),
-            k: s[a],
-            largest: self.largest,
-            sorted: self.sorted,
-        };
+        let p = self.kernel_params(s, a, s[a]);
         let d = cx.dtype(0)?;
         let n = cx.out(0)?.len();
         let inputs = vec![cx.operand(0)?, cx.operand(1)?];
@@ -562,15 +555,19 @@ impl TopK {
         let k = k as usize;
         let mut shape = s.to_vec();
         shape[a] = k;
-        let p = tp::TopK {
+        Ok((self.kernel_params(s, a, k), shape))
+    }
+
+    /// The kernel's parameters for input shape `s`, `axis` normalised to `a`, and `k`.
+    fn kernel_params(&self, s: &[usize], a: usize, k: usize) -> tp::TopK {
+        tp::TopK {
             outer: s[..a].iter().product(),
             len: s[a],
             inner: s[a + 1..].iter().product(),
             k,
             largest: self.largest,
             sorted: self.sorted,
-        };
-        Ok((p, shape))
+        }
     }
 }
 

@@ -63,6 +63,14 @@ impl Builder {
         self
     }
 
+    /// Also builds the module for one point of the declared ranges with every shape
+    /// fixed (`.opt("W", 320)`, one call per declared symbol): `run` takes that
+    /// constant-shape path when given exactly these dims ([`crate::Options::opt_dims`]).
+    pub fn opt(mut self, symbol: impl Into<String>, value: u64) -> Self {
+        self.options.opt_dims.push((symbol.into(), value));
+        self
+    }
+
     pub fn alignment(mut self, bytes: usize) -> Self {
         self.options.alignment = bytes;
         self

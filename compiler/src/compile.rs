@@ -61,6 +61,10 @@ pub struct Options {
     /// names or those `input_dims` introduces. Inference uses them to simplify
     /// (`min(512, S)` is `S` for `S=1..512`; a step makes floors exact).
     pub symbol_ranges: Vec<SymbolRange>,
+    /// One value for every declared symbol (`--opt W=320`): the module also carries a
+    /// constant-shape build for these dims alone (its own plan, constants folded at
+    /// them), which `run` takes when it is given exactly these dims.
+    pub opt_dims: Vec<(String, u64)>,
     /// Arena offset alignment in bytes (a power of two, at most 256).
     pub alignment: usize,
     pub target: Target,
@@ -99,6 +103,7 @@ impl Default for Options {
             name: None,
             input_dims: Vec::new(),
             symbol_ranges: Vec::new(),
+            opt_dims: Vec::new(),
             alignment: 256,
             target: Target::Cpu,
             weights: WeightsMode::Embed,
@@ -291,6 +296,11 @@ pub fn compile_bytes(
     let source = source.as_str();
     if !opts.symbol_ranges.is_empty() {
         return crate::dynamic::compile_over_ranges(bytes, source, &name, opts);
+    }
+    if let Some((symbol, _)) = opts.opt_dims.first() {
+        return Err(Error::Options(format!(
+            "--opt {symbol}=..: --opt picks a point of the ranges --dim declares, and none is declared"
+        )));
     }
     compile_fixed(bytes, source, &name, opts, true)
 }

@@ -15,7 +15,11 @@
 //! expressions in the symbols; [`plan_over_ranges`] alone is what `kiln plan --dim`
 //! reports.
 
+mod opt;
+
 use std::collections::HashMap;
+
+pub use opt::OptBuild;
 
 use crate::codegen::dynamic::{DeclaredSymbol, DynamicModule};
 use crate::codegen::fit::Fitter;
@@ -264,6 +268,11 @@ pub fn compile_over_ranges(
         }
         rp = plan_over_ranges(bytes, source, &named)?;
     };
+    let opt = opt::build(bytes, source, &named, &rp)?;
+    if let Some(o) = &opt {
+        rp.at_max.program.weights = o.weights.clone();
+        rp.at_max.weights = o.weights.clone();
+    }
     let binds: Vec<_> = points.iter().map(|pt| dim::bind(&rp.ranges, pt)).collect();
     let at_max = &rp.at_max.program;
     let mut plans = Vec::with_capacity(points.len());
@@ -319,6 +328,7 @@ pub fn compile_over_ranges(
         extents: &rp.extents,
         input_dims,
         output_dims,
+        opt: opt.as_ref(),
     };
     let code = crate::codegen::dynamic::emit(&module, &cg)?;
     drop(module);

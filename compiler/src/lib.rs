@@ -128,6 +128,21 @@ pub fn parse_dim_spec(s: &str) -> Result<dim::SymbolRange, Error> {
     Ok(r)
 }
 
+/// Parses `W=320`: a declared symbol's value at which the module also carries a
+/// constant-shape build ([`Options::opt_dims`]).
+pub fn parse_opt_spec(s: &str) -> Result<(String, u64), Error> {
+    let err = |why: &str| Error::Options(format!("`{s}` should look like W=320: {why}"));
+    let (name, value) = s.rsplit_once('=').ok_or_else(|| err("no `=`"))?;
+    if !is_symbol_name(name) {
+        return Err(err("the name is not a symbol name"));
+    }
+    let value = value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| err("the value is not a number"))?;
+    Ok((name.to_owned(), value))
+}
+
 /// Parses `NAME=FILE.npy`: a graph input bound to the array in the file
 /// ([`Options::constant_inputs`]).
 pub fn parse_constant_spec(s: &str) -> Result<(String, tensor::Tensor), Error> {

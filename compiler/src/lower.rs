@@ -21,7 +21,7 @@ use crate::plan::{BufferId, PlaneOrder};
 use crate::window;
 
 /// Weights are placed at multiples of this many bytes.
-const WEIGHT_ALIGN: usize = 64;
+pub(crate) const WEIGHT_ALIGN: usize = 64;
 
 /// Planner units (`f32` elements) holding `elems` elements of `dtype`: exactly `elems`
 /// for float32 (the tuned kernels check lengths), rounded up to whole units otherwise.

@@ -97,6 +97,11 @@ struct ModelArgs {
     /// step): a symbol of the model (`dim_param`) or of `--input x=1x3x48xW`.
     #[arg(long = "dim", value_name = "SYM=MIN..MAX[:STEP]")]
     dims: Vec<String>,
+    /// With `--dim`: also build the module for one point of the ranges with every
+    /// shape fixed, e.g. `--opt W=320` (a value for each declared symbol); `run` takes
+    /// that constant-shape path when given exactly those dims.
+    #[arg(long = "opt", value_name = "SYM=VALUE")]
+    opt: Vec<String>,
     /// Bind an input to a value at compile time, e.g. `--constant axes=axes.npy`: it
     /// becomes a constant and leaves the generated `Inputs` (for inputs that set shapes).
     #[arg(long = "constant", value_name = "NAME=FILE.npy")]
@@ -118,6 +123,11 @@ impl ModelArgs {
                 .dims
                 .iter()
                 .map(|s| kiln_compiler::parse_dim_spec(s))
+                .collect::<Result<_, _>>()?,
+            opt_dims: self
+                .opt
+                .iter()
+                .map(|s| kiln_compiler::parse_opt_spec(s))
                 .collect::<Result<_, _>>()?,
             constant_inputs: self
                 .constants

@@ -47,6 +47,10 @@ pub struct RunArgs {
         arg(long = "dim", value_name = "SYMBOL=MIN..MAX[:STEP]")
     )]
     pub dims: Vec<String>,
+    /// With `--dim`: also build the constant-shape path at these dims (`W=320`; see
+    /// `kiln compile`), which a run at exactly them takes.
+    #[cfg_attr(feature = "cli", arg(long = "opt", value_name = "SYMBOL=VALUE"))]
+    pub opt: Vec<String>,
     /// Bind an input to a value at compile time (`NAME=FILE.npy`; see `kiln compile`).
     #[cfg_attr(feature = "cli", arg(long = "constant", value_name = "NAME=FILE.npy"))]
     pub constants: Vec<String>,
@@ -90,6 +94,11 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             .dims
             .iter()
             .map(|s| crate::parse_dim_spec(s))
+            .collect::<Result<_, _>>()?,
+        opt_dims: args
+            .opt
+            .iter()
+            .map(|s| crate::parse_opt_spec(s))
             .collect::<Result<_, _>>()?,
         alignment: args.alignment,
         weights: WeightsMode::File,

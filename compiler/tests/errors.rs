@@ -1740,3 +1740,79 @@ fn data_dependent_extents_are_checked() {
     assert!(compiled.shapes_vary);
     assert!(compiled.code.contains("bind_extent(s, l, 0, n)"));
 }
+
+/// `--opt` names one value of its range for every declared symbol, and only where the
+/// dims alone decide every shape; each mistake is an error naming it.
+#[test]
+fn opt_dims_are_checked() {
+    let bytes = Model::new(13)
+        .input_sym("x", &["N", "W"])
+        .node(Node::new("Relu", &["x"], &["y"]))
+        .output("y")
+        .bytes();
+    let with = |dims: &[&str], opt: &[&str]| Options {
+        symbol_ranges: dims
+            .iter()
+            .map(|d| kiln_compiler::parse_dim_spec(d).unwrap())
+            .collect(),
+        opt_dims: opt
+            .iter()
+            .map(|o| kiln_compiler::parse_opt_spec(o).unwrap())
+            .collect(),
+        ..Options::default()
+    };
+    let ranges = ["N=1..4", "W=8..64:8"];
+    let message = |dims: &[&str], opt: &[&str]| error_opts(&bytes, &with(dims, opt)).to_string();
+    assert_eq!(
+        message(&[], &["N=2"]),
+        "invalid option: --opt N=..: --opt picks a point of the ranges --dim declares, and none \
+         is declared"
+    );
+    assert_eq!(
+        message(&ranges, &["N=2", "H=4"]),
+        "invalid option: --opt H=..: `H` is not a symbol --dim declares (declared: N, W)"
+    );
+    assert_eq!(
+        message(&ranges, &["N=2", "N=3"]),
+        "invalid option: --opt N=..: `N` is given twice"
+    );
+    assert_eq!(
+        message(&ranges, &["N=2"]),
+        "invalid option: --opt needs a value for every declared symbol, and `W` (--dim \
+         W=8..64:8) has none"
+    );
+    assert_eq!(
+        message(&ranges, &["N=5", "W=16"]),
+        "invalid option: --opt N=5 is not a value of --dim N=1..4"
+    );
+    assert_eq!(
+        message(&ranges, &["N=2", "W=20"]),
+        "invalid option: --opt W=20 is not a value of --dim W=8..64:8"
+    );
+    for bad in ["N", "N=x", "2=3", "N=-1"] {
+        let e = kiln_compiler::parse_opt_spec(bad).unwrap_err().to_string();
+        assert!(e.contains("should look like W=320"), "{bad}: {e}");
+    }
+    // A point of the ranges builds: the general module with the constant-shape path.
+    let c = compile_opts(&bytes, &with(&ranges, &["W=16", "N=2"])).unwrap();
+    for item in [
+        "pub const DIMS_OPT: Dims = Dims { n: 2, w: 16 };",
+        "pub const ARENA_BYTES_OPT: usize = 256;",
+        "if s.n == 2 && s.w == 16 && arena.len_bytes() >= ARENA_BYTES_OPT {",
+        "mod opt {",
+    ] {
+        assert!(c.code.contains(item), "{item} missing from:\n{}", c.code);
+    }
+    // An extent the data decides has no constant shape.
+    let nonzero = Model::new(13)
+        .input_sym("x", &["N", "3"])
+        .node(Node::new("NonZero", &["x"], &["nz"]).name("nonzero"))
+        .output("nz")
+        .bytes();
+    let e = error_opts(&nonzero, &with(&["N=1..4"], &["N=2"]));
+    assert!(
+        matches!(&e, Error::Dynamic { node, op, message } if node == "nonzero" && op == "NonZero"
+            && message.contains("--opt builds the model with every shape fixed")),
+        "{e:?}"
+    );
+}

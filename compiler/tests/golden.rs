@@ -1,5 +1,5 @@
-//! Golden snapshots of generated code: the tiny classifier compiled for a fixed batch
-//! and over a declared batch range (`batch=1..8`), kept in `tests/golden/` so that a
+//! Golden snapshots of generated code: the tiny classifier compiled for a fixed batch,
+//! over a declared batch range (`batch=1..8`), and over it with `--opt batch=2`, kept in `tests/golden/` so that a
 //! change to what Kiln writes shows in review. The compile must reproduce each file
 //! byte for byte; `KILN_UPDATE_GOLDEN=1 cargo test -p kiln-compiler --test golden`
 //! rewrites them after an intended change.
@@ -59,4 +59,16 @@ fn tiny_classifier_over_batch() {
         ..Options::default()
     };
     check("tiny_classifier_over_batch.rs", &opts);
+}
+
+/// `batch=1..8` with `--opt batch=2`: the same module plus `mod opt`, the steps of a
+/// build at batch 2 alone, which `execute` takes at exactly those dims.
+#[test]
+fn tiny_classifier_over_batch_opt() {
+    let opts = Options {
+        symbol_ranges: vec![kiln_compiler::parse_dim_spec("batch=1..8").unwrap()],
+        opt_dims: vec![("batch".into(), 2)],
+        ..Options::default()
+    };
+    check("tiny_classifier_over_batch_opt.rs", &opts);
 }

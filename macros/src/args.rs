@@ -19,6 +19,8 @@ pub struct Args {
     pub inputs: Vec<InputArg>,
     /// Declared ranges (`dim = "W=32..2048"`), each with its literal's span.
     pub dims: Vec<(SymbolRange, Span)>,
+    /// The constant-shape point (`opt = "W=320"`), each value with its literal's span.
+    pub opt: Vec<((String, u64), Span)>,
     pub alignment: Option<(usize, Span)>,
     pub weights: Option<WeightsMode>,
     pub target: Option<Target>,
@@ -35,7 +37,8 @@ pub struct InputArg {
     pub span: Span,
 }
 
-const ARGUMENTS: &str = "`name`, `input`, `dim`, `alignment`, `weights`, `target` or `runtime`";
+const ARGUMENTS: &str =
+    "`name`, `input`, `dim`, `opt`, `alignment`, `weights`, `target` or `runtime`";
 
 const USAGE: &str = "expected the model's path as a string literal, relative to the crate's \
                      directory: include_model!(\"models/model.onnx\")";
@@ -53,6 +56,7 @@ impl Parse for Args {
             name: None,
             inputs: Vec::new(),
             dims: Vec::new(),
+            opt: Vec::new(),
             alignment: None,
             weights: None,
             target: None,
@@ -172,6 +176,14 @@ impl Args {
                     ));
                 }
                 self.dims.push((range, lit.span()));
+            }
+            "opt" => {
+                const WHAT: &str = "a declared symbol's value for the constant-shape path, as \
+                                    the CLI's --opt takes it: opt = \"W=320\"";
+                let lit: LitStr = raw.value(WHAT)?;
+                let value = kiln_compiler::parse_opt_spec(&lit.value())
+                    .map_err(|e| syn::Error::new(lit.span(), e.to_string()))?;
+                self.opt.push((value, lit.span()));
             }
             "alignment" => {
                 if self.alignment.is_some() {

@@ -55,6 +55,7 @@ fn compile(args: &Args) -> syn::Result<TokenStream> {
             .map(|i| (i.name.clone(), i.dims.clone()))
             .collect(),
         symbol_ranges: args.dims.iter().map(|(r, _)| r.clone()).collect(),
+        opt_dims: args.opt.iter().map(|(v, _)| v.clone()).collect(),
         weights_dir: Some(weights_dir.clone()),
         ..Options::default()
     };
@@ -159,6 +160,15 @@ fn kiln_error(e: &kiln_compiler::Error, args: &Args) -> syn::Error {
             .iter()
             .find(|(r, _)| m.contains(&format!("{r}")))
             .map(|(_, s)| *s),
+        Error::Options(m) if m.starts_with("--opt") => args
+            .opt
+            .iter()
+            .find(|((n, _), _)| m.starts_with(&format!("--opt {n}=")))
+            .or(args.opt.first())
+            .map(|(_, s)| *s),
+        Error::Dynamic { message, .. } if message.starts_with("--opt") => {
+            args.opt.first().map(|(_, s)| *s)
+        }
         Error::Options(m) if m.starts_with("name") => args.name.as_ref().map(Ident::span),
         Error::Options(m) if m.starts_with("runtime path") => {
             args.runtime.as_ref().map(Spanned::span)

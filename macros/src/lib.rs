@@ -24,6 +24,9 @@
 //!     dim = "W=32..2048[:STEP]"        a symbol's range, as the CLI's --dim: the module
 //!                                      runs every shape in it (`Dims`, `arena_bytes`,
 //!                                      `run(&mut ctx, dims, inputs)`); repeat per symbol
+//!     opt = "W=320"                    as the CLI's --opt: also a constant-shape build at
+//!                                      these dims, which `run` takes at exactly them;
+//!                                      repeat for each declared symbol
 //!     alignment = BYTES                arena offset alignment (default 256; a power of two, 4..=256)
 //!     weights = embed | runtime        embed (default): in the binary, `Model::new()`;
 //!                                      runtime: `Model::load(path)` reads a weights file

@@ -58,6 +58,11 @@ fn main() {
     std::fs::write(out.join("real_models.rs"), code).expect("writing real_models.rs");
 }
 
+/// Cases also built as `dyn_CASE_opt` with `--opt` at the shape of the model's static
+/// build (`models.json`), so the constant-shape path can be checked against it.
+const OPT_AT_STATIC_SHAPE: &[(&str, &[(&str, u64)])] =
+    &[("minilm_sequence", &[("batch", 1), ("sequence", 128)])];
+
 /// The cases of `dynamic.json` (`scripts/make_dynamic_refs.py`): each compiled once over
 /// its declared ranges as module `dyn_CASE`, and the table `DYNAMIC` of its points.
 /// Without the file the table is empty and `KILN_DYNAMIC_MISSING` says why.
@@ -79,7 +84,7 @@ fn dynamic_cases(dir: &Path, out: &Path, code: &mut String) {
         let row = dynamic_case(case, dir, out, code);
         table.push_str(&row.unwrap_or_else(|why| {
             let name = case.get("name").and_then(Value::as_str).unwrap_or("<unnamed>");
-            format!("    DynamicCase {{ name: {name:?}, model: \"\", compiled: Err({why:?}), points: &[] }},\n")
+            format!("    DynamicCase {{ name: {name:?}, model: \"\", compiled: Err({why:?}), opt: None, points: &[] }},\n")
         }));
     }
     table.push_str("];\n");
@@ -112,39 +117,42 @@ fn dynamic_case(case: &Value, dir: &Path, out: &Path, code: &mut String) -> Resu
     let m = format!("dyn_{name}");
     writeln!(
         code,
-        "pub mod {m} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{m}.rs\")); }}\n\
-         struct Session_{m} {{ model: {m}::Model }}\n\
-         impl crate::DynamicSession for Session_{m} {{\n\
-             fn run(&mut self, inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<crate::DynamicRun, kiln_runtime::Error> {{\n\
-                 let dims = {m}::Dims::from_shapes(shapes)?;\n\
-                 let arena_bytes = {m}::arena_bytes(&dims)?;\n\
-                 let mut ctx = {m}::Context::with_dims(&dims)?;\n\
-                 let outputs = self.model.run_bytes(&mut ctx, inputs, shapes)?.iter().map(|o| o.to_vec()).collect();\n\
-                 let shapes = (0..{m}::N_OUTPUTS).map(|i| ctx.output_shape(i).unwrap_or_default()).collect();\n\
-                 Ok(crate::DynamicRun {{ outputs, shapes, arena_bytes }})\n\
-             }}\n\
-             fn median_ms(&mut self, inputs: &[&[u8]], shapes: &[&[usize]], runs: usize) -> Result<f64, kiln_runtime::Error> {{\n\
-                 let mut ctx = {m}::Context::with_dims(&{m}::Dims::from_shapes(shapes)?)?;\n\
-                 self.model.run_bytes(&mut ctx, inputs, shapes)?;\n\
-                 let mut t = Vec::with_capacity(runs);\n\
-                 for _ in 0..runs.max(1) {{\n\
-                     let start = std::time::Instant::now();\n\
-                     std::hint::black_box(self.model.run_bytes(&mut ctx, inputs, shapes)?);\n\
-                     t.push(start.elapsed().as_secs_f64() * 1e3);\n\
-                 }}\n\
-                 t.sort_by(f64::total_cmp);\n\
-                 Ok(t[t.len() / 2])\n\
-             }}\n\
-             fn run_in(&mut self, dims_of: &[&[usize]], inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<(), kiln_runtime::Error> {{\n\
-                 let mut ctx = {m}::Context::with_dims(&{m}::Dims::from_shapes(dims_of)?)?;\n\
-                 self.model.run_bytes(&mut ctx, inputs, shapes).map(|_| ())\n\
-             }}\n\
-         }}\n\
-         fn load_{m}(weights: &str) -> Result<Box<dyn crate::DynamicSession>, kiln_runtime::Error> {{\n\
-             Ok(Box::new(Session_{m} {{ model: {m}::Model::load(weights)? }}))\n\
-         }}"
+        "pub mod {m} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{m}.rs\")); }}"
     )
     .unwrap();
+    session(code, &m, "", &format!("{m}::Context::with_dims(&dims)?"));
+    let opt = match OPT_AT_STATIC_SHAPE.iter().find(|(n, _)| *n == name) {
+        None => "None".to_owned(),
+        Some(&(_, point)) => {
+            let o = format!("dyn_{name}_opt");
+            let opts = Options {
+                name: Some(o.clone()),
+                opt_dims: point.iter().map(|&(s, v)| (s.to_owned(), v)).collect(),
+                ..opts.clone()
+            };
+            let compiled =
+                compile(&file, &opts).map_err(|e| format!("{}: --opt: {e}", file.display()))?;
+            compiled.write_to(out).map_err(|e| e.to_string())?;
+            writeln!(
+                code,
+                "pub mod {o} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{o}.rs\")); }}"
+            )
+            .unwrap();
+            session(code, &o, "", &format!("{o}::Context::with_dims(&dims)?"));
+            session(
+                code,
+                &o,
+                "_for_opt",
+                &format!("{{ let _ = &dims; {o}::Context::for_opt() }}"),
+            );
+            format!(
+                "Some(OptBuild {{ dims: &{point:?}, arena_bytes_opt: {o}::ARENA_BYTES_OPT, \
+                 arena_bytes_at_opt: || {o}::arena_bytes(&{o}::DIMS_OPT), \
+                 weights: concat!(env!(\"OUT_DIR\"), \"/{o}.weights.bin\"), \
+                 load: load_{o}, load_for_opt: load_{o}_for_opt }})"
+            )
+        }
+    };
     let points = case
         .get("points")
         .and_then(Value::as_array)
@@ -176,8 +184,51 @@ fn dynamic_case(case: &Value, dir: &Path, out: &Path, code: &mut String) -> Resu
     Ok(format!(
         "    DynamicCase {{ name: {name:?}, model: {model:?}, compiled: Ok(DynamicBuild {{ \
          arena_bytes_max: {m}::ARENA_BYTES_MAX, inputs: &{m}::INPUTS, outputs: &{m}::OUTPUTS, \
-         weights: concat!(env!(\"OUT_DIR\"), \"/{m}.weights.bin\"), load: load_{m} }}), points: &[{rows}] }},\n"
+         weights: concat!(env!(\"OUT_DIR\"), \"/{m}.weights.bin\"), load: load_{m} }}), \
+         opt: {opt}, points: &[{rows}] }},\n"
     ))
+}
+
+/// A `DynamicSession` over module `m` whose contexts come from `context` (an
+/// expression over `dims: Dims`), loaded by `load_{m}{suffix}`.
+fn session(code: &mut String, m: &str, suffix: &str, context: &str) {
+    let s = format!("Session_{m}{suffix}");
+    writeln!(
+        code,
+        "struct {s} {{ model: {m}::Model }}\n\
+         impl crate::DynamicSession for {s} {{\n\
+             fn run(&mut self, inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<crate::DynamicRun, kiln_runtime::Error> {{\n\
+                 let dims = {m}::Dims::from_shapes(shapes)?;\n\
+                 let mut ctx = {context};\n\
+                 let arena_bytes = ctx.arena_bytes();\n\
+                 let outputs = self.model.run_bytes(&mut ctx, inputs, shapes)?.iter().map(|o| o.to_vec()).collect();\n\
+                 let shapes = (0..{m}::N_OUTPUTS).map(|i| ctx.output_shape(i).unwrap_or_default()).collect();\n\
+                 Ok(crate::DynamicRun {{ outputs, shapes, arena_bytes }})\n\
+             }}\n\
+             fn median_ms(&mut self, inputs: &[&[u8]], shapes: &[&[usize]], runs: usize) -> Result<f64, kiln_runtime::Error> {{\n\
+                 let dims = {m}::Dims::from_shapes(shapes)?;\n\
+                 let mut ctx = {context};\n\
+                 self.model.run_bytes(&mut ctx, inputs, shapes)?;\n\
+                 let mut t = Vec::with_capacity(runs);\n\
+                 for _ in 0..runs.max(1) {{\n\
+                     let start = std::time::Instant::now();\n\
+                     std::hint::black_box(self.model.run_bytes(&mut ctx, inputs, shapes)?);\n\
+                     t.push(start.elapsed().as_secs_f64() * 1e3);\n\
+                 }}\n\
+                 t.sort_by(f64::total_cmp);\n\
+                 Ok(t[t.len() / 2])\n\
+             }}\n\
+             fn run_in(&mut self, dims_of: &[&[usize]], inputs: &[&[u8]], shapes: &[&[usize]]) -> Result<(), kiln_runtime::Error> {{\n\
+                 let dims = {m}::Dims::from_shapes(dims_of)?;\n\
+                 let mut ctx = {context};\n\
+                 self.model.run_bytes(&mut ctx, inputs, shapes).map(|_| ())\n\
+             }}\n\
+         }}\n\
+         fn load_{m}{suffix}(weights: &str) -> Result<Box<dyn crate::DynamicSession>, kiln_runtime::Error> {{\n\
+             Ok(Box::new({s} {{ model: {m}::Model::load(weights)? }}))\n\
+         }}"
+    )
+    .unwrap();
 }
 
 fn one_line(s: &str) -> String {

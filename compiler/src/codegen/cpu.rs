@@ -93,15 +93,7 @@ impl<'a> Emitter<'a> {
             &[" Typed outputs, borrowed from the [`Context`]."],
         );
         let (api_types, api_weights) = (&api.types, &api.weights);
-        let out_regions: Vec<TokenStream> = p
-            .outputs
-            .iter()
-            .map(|(_, b)| {
-                let off = &self.offset_names[b.index()];
-                let len = us(p.buffers[b.index()].len);
-                quote!((offsets::#off, #len))
-            })
-            .collect();
+        let out_regions = self.output_places();
         let out_nbytes: Vec<Literal> = p
             .outputs
             .iter()
@@ -121,31 +113,7 @@ impl<'a> Emitter<'a> {
                 }
             })
             .collect();
-        let chunks: Vec<&[Step]> = p.steps.chunks(opts.steps_per_fn.max(1)).collect();
-        let part_names: Vec<syn::Ident> = (0..chunks.len())
-            .map(|i| format_ident!("part_{}", i))
-            .collect();
-        let parts = chunks
-            .iter()
-            .zip(&part_names)
-            .enumerate()
-            .map(|(k, (steps, name))| {
-                let first = k * opts.steps_per_fn.max(1);
-                let calls = steps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| self.step(s, first + i))
-                    .collect::<Result<Vec<_>, Error>>()?;
-                Ok(quote! {
-                    #[inline(never)]
-                    fn #name(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
-                        let _ = (w, inputs);
-                        #(#calls)*
-                        Ok(())
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let execute = self.execute_fns(opts.steps_per_fn, &|i| i, TokenStream::new())?;
 
         Ok(quote! {
             #common
@@ -212,8 +180,66 @@ impl<'a> Emitter<'a> {
                 }
             }
 
+            #execute
+        })
+    }
+
+    /// Each output's `(offset, length)` in the arena, as constants.
+    pub(super) fn output_places(&self) -> Vec<TokenStream> {
+        let p = self.program;
+        p.outputs
+            .iter()
+            .map(|(_, b)| {
+                let off = &self.offset_names[b.index()];
+                let len = us(p.buffers[b.index()].len);
+                quote!((offsets::#off, #len))
+            })
+            .collect()
+    }
+
+    /// `mod offsets` of this program's plan.
+    pub(super) fn offsets_module(&self) -> TokenStream {
+        super::offsets_module(self.program, self.plan, &self.offset_names)
+    }
+
+    /// `fn execute`, which runs every step through `part_N` functions of at most
+    /// `steps_per_fn` steps each (long models are split so rustc stays fast). Step `i`
+    /// adds its time to `times[slot(i)]`; `vis` is `execute`'s visibility.
+    pub(super) fn execute_fns(
+        &self,
+        steps_per_fn: usize,
+        slot: &dyn Fn(usize) -> usize,
+        vis: TokenStream,
+    ) -> Result<TokenStream, Error> {
+        let rt = self.rt;
+        let per_fn = steps_per_fn.max(1);
+        let chunks: Vec<&[Step]> = self.program.steps.chunks(per_fn).collect();
+        let part_names: Vec<syn::Ident> = (0..chunks.len())
+            .map(|i| format_ident!("part_{}", i))
+            .collect();
+        let parts = chunks
+            .iter()
+            .zip(&part_names)
+            .enumerate()
+            .map(|(k, (steps, name))| {
+                let calls = steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| self.step(s, slot(k * per_fn + i)))
+                    .collect::<Result<Vec<_>, Error>>()?;
+                Ok(quote! {
+                    #[inline(never)]
+                    fn #name(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
+                        let _ = (w, inputs);
+                        #(#calls)*
+                        Ok(())
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(quote! {
             /// Runs every step; `times` is empty, or one slot per step to add its time to.
-            fn execute(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
+            #vis fn execute(w: &[f32], inputs: &[&[u8]; N_INPUTS], arena: &mut #rt::Arena, times: &mut [f64]) -> Result<(), #rt::Error> {
                 #(#part_names(w, inputs, arena, times)?;)*
                 Ok(())
             }

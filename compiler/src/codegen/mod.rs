@@ -154,6 +154,21 @@ fn common_items(
 ) -> TokenStream {
     let arena_bytes = us(plan.arena_bytes);
     let tables = tables(program, opts, rt);
+    let offsets = offsets_module(program, plan, offset_names);
+    quote! {
+        /// Bytes of working memory one [`Context`] holds (kernel scratch included).
+        pub const ARENA_BYTES: usize = #arena_bytes;
+        #tables
+        #offsets
+    }
+}
+
+/// `mod offsets`: a constant per planned buffer, its byte offset in the arena.
+fn offsets_module(
+    program: &Program,
+    plan: &MemoryPlan,
+    offset_names: &[syn::Ident],
+) -> TokenStream {
     let offsets = program.buffers.iter().enumerate().map(|(i, b)| {
         let name = &offset_names[i];
         let off = us(plan.offsets[i]);
@@ -166,10 +181,6 @@ fn common_items(
         quote!(#[doc = #doc] pub const #name: usize = #off;)
     });
     quote! {
-        /// Bytes of working memory one [`Context`] holds (kernel scratch included).
-        pub const ARENA_BYTES: usize = #arena_bytes;
-        #tables
-
         /// Byte offset of every planned tensor in the arena.
         pub mod offsets {
             #(#offsets)*

@@ -229,6 +229,10 @@ impl Context {
             last: None,
         })
     }
+    /// Bytes this context's arena holds.
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len_bytes()
+    }
     /// Output `i`'s shape in the last run that succeeded (`None` before one, or
     /// for `i` ≥ [`N_OUTPUTS`]): the dims it was given and the extents its data
     /// decided.

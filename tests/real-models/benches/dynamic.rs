@@ -1,7 +1,8 @@
 //! Latency of the builds over declared ranges (`dynamic.json`) at each of their points,
 //! next to onnxruntime on the same inputs in the same run, and at the static build's
-//! shape next to the static build: the cost of dims read at run time. Single-threaded;
-//! prints a markdown table; asserts nothing.
+//! shape next to the static build (and, for a case built with `--opt` there, the
+//! constant-shape path): the cost of dims read at run time. Single-threaded; prints a
+//! markdown table; asserts nothing.
 //!
 //! `cargo bench -p kiln-real-models --bench dynamic` (needs the data of
 //! `scripts/make_dynamic_refs.py` and .venv). `KILN_BENCH_RUNS` sets the timed runs
@@ -27,15 +28,19 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     println!(
-        "| case | point | dynamic ms | static ms | ort ms | dynamic/static | dynamic/ort | arena / max |"
+        "| case | point | dynamic ms | --opt ms | static ms | ort ms | dynamic/static | --opt/static | dynamic/ort | arena / max |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for case in real_models::DYNAMIC {
         let Ok(build) = &case.compiled else {
-            println!("| {} | does not compile | | | | | | |", case.name);
+            println!("| {} | does not compile | | | | | | | | |", case.name);
             continue;
         };
         let mut session = (build.load)(build.weights).expect("loading the dynamic build");
+        let mut opt = case
+            .opt
+            .as_ref()
+            .map(|o| (o.load)(o.weights).expect("loading the --opt build"));
         let (m, s) = find(case.model);
         // The static build's own shape first, then the points.
         let static_inputs = module_inputs(m, s).expect("the static build's inputs");
@@ -85,6 +90,11 @@ fn main() {
                 .run(&bytes, &shapes)
                 .expect("dynamic run")
                 .arena_bytes;
+            // The --opt build is made at the static build's shape.
+            let opt_ms = opt.as_mut().filter(|_| is_static).map(|o| {
+                o.median_ms(&bytes, &shapes, runs)
+                    .expect("--opt run at its dims")
+            });
             let fixed_ms = is_static.then(|| {
                 fixed.run_only(&bytes).expect("static run");
                 let mut t: Vec<f64> = (0..runs)
@@ -104,12 +114,14 @@ fn main() {
             let ort = ort_median_ms(m.onnx, &files, runs);
             let cell = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
             println!(
-                "| {} | {label} | {dynamic:.3} | {} | {} | {} | {} | {:.3} |",
+                "| {} | {label} | {dynamic:.3} | {} | {} | {} | {} | {} | {} | {:.3} |",
                 case.name,
+                cell(opt_ms),
                 cell(fixed_ms),
                 ort.as_ref()
                     .map_or_else(|e| format!("({e})"), |v| format!("{v:.3}")),
                 cell(fixed_ms.map(|f| dynamic / f)),
+                cell(opt_ms.zip(fixed_ms).map(|(o, f)| o / f)),
                 ort.as_ref()
                     .map_or_else(|_| String::new(), |o| format!("{:.2}", dynamic / o)),
                 arena as f64 / build.arena_bytes_max as f64,

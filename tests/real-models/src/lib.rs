@@ -64,7 +64,25 @@ pub struct DynamicCase {
     /// The `models.json` model it builds (whose static build is the comparison).
     pub model: &'static str,
     pub compiled: Result<DynamicBuild, &'static str>,
+    /// The same model built again with `--opt` at its static build's shape, for the
+    /// cases build.rs lists in `OPT_AT_STATIC_SHAPE`.
+    pub opt: Option<OptBuild>,
     pub points: &'static [DynamicPoint],
+}
+
+/// A build with `--opt`: the dynamic module plus a constant-shape path at `dims`.
+pub struct OptBuild {
+    /// `--opt`'s values.
+    pub dims: &'static [(&'static str, u64)],
+    /// `ARENA_BYTES_OPT`: the constant-shape path's plan.
+    pub arena_bytes_opt: usize,
+    /// `arena_bytes(&DIMS_OPT)`: the general layout at the same dims.
+    pub arena_bytes_at_opt: fn() -> Result<usize, kiln_runtime::Error>,
+    pub weights: &'static str,
+    /// Sessions whose contexts are `Context::with_dims`.
+    pub load: fn(&str) -> Result<Box<dyn DynamicSession>, kiln_runtime::Error>,
+    /// Sessions whose contexts are `Context::for_opt()` (`ARENA_BYTES_OPT` bytes).
+    pub load_for_opt: fn(&str) -> Result<Box<dyn DynamicSession>, kiln_runtime::Error>,
 }
 
 /// A dynamic build's module.
@@ -89,7 +107,8 @@ pub struct DynamicRun {
     pub outputs: Vec<Vec<u8>>,
     /// Each output's shape, from the module's `Dims::output_shape`.
     pub shapes: Vec<Vec<usize>>,
-    /// `arena_bytes(dims)`: the context of the run held exactly this much.
+    /// The bytes the run's context held: `arena_bytes(dims)`, or `ARENA_BYTES_OPT`
+    /// for a session of `OptBuild::load_for_opt`.
     pub arena_bytes: usize,
 }
 
@@ -168,7 +187,7 @@ pub fn read_data(file: &str) -> Result<Tensor, String> {
 
 #[allow(clippy::all, non_camel_case_types)]
 pub mod real_models {
-    use super::{Compiled, DynamicBuild, DynamicCase, DynamicPoint, Io, RealModel};
+    use super::{Compiled, DynamicBuild, DynamicCase, DynamicPoint, Io, OptBuild, RealModel};
     include!(concat!(env!("OUT_DIR"), "/real_models.rs"));
 }
 

@@ -183,6 +183,77 @@ fn yolo_nms_height_width_matches_onnxruntime() {
     check("yolo_nms_height_width", 1e-5, 1e-5);
 }
 
+/// `--opt batch=1 --opt sequence=128` (MiniLM's static shape): a run at exactly those
+/// dims takes the constant-shape path. It gives the static build's bytes in a context
+/// of `ARENA_BYTES_OPT`, which is smaller than the general layout there, so only that
+/// path can have run; any other dims take the general path, which gives the plain
+/// dynamic build's bytes.
+#[test]
+fn minilm_opt_path_is_the_static_build() {
+    let c = case("minilm_sequence");
+    let plain = c.compiled.as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let o = c.opt.as_ref().expect("minilm_sequence is built with --opt");
+    let at_opt = (o.arena_bytes_at_opt)().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        o.arena_bytes_opt < at_opt,
+        "the constant-shape plan ({}) should be smaller than the general layout at {:?} ({at_opt})",
+        o.arena_bytes_opt,
+        o.dims,
+    );
+    let (m, s) = find(c.model);
+    let inputs = module_inputs(m, s).unwrap_or_else(|e| panic!("{e}"));
+    let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+    let want = (s.load)(s.weights)
+        .and_then(|mut f| f.run(&bytes))
+        .unwrap_or_else(|e| panic!("{}: {e}", c.model));
+    let mut for_opt = (o.load_for_opt)(o.weights).unwrap_or_else(|e| panic!("{e}"));
+    let mut with_dims = (o.load)(o.weights).unwrap_or_else(|e| panic!("{e}"));
+    for (what, session) in [("for_opt", &mut for_opt), ("with_dims", &mut with_dims)] {
+        let run = session
+            .run(&bytes, &shapes)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(run.outputs, want, "{what}: not the static build's bytes");
+        assert_eq!(run.shapes[0], [1, 128, 384], "{what}: output shape");
+    }
+    // Elsewhere the general path, in both contexts it fits.
+    let mut general = (plain.load)(plain.weights).unwrap_or_else(|e| panic!("{e}"));
+    for p in c.points.iter().filter(|p| p.values != o.dims) {
+        let inputs: Vec<_> = p
+            .inputs
+            .iter()
+            .map(|f| read_data(f).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+        let want = general
+            .run(&bytes, &shapes)
+            .unwrap_or_else(|e| panic!("{:?}: {e}", p.values));
+        let run = with_dims
+            .run(&bytes, &shapes)
+            .unwrap_or_else(|e| panic!("{:?}: {e}", p.values));
+        assert_eq!(run.outputs, want.outputs, "{:?}", p.values);
+        assert_eq!(run.shapes, want.shapes, "{:?}", p.values);
+        match for_opt.run(&bytes, &shapes) {
+            Ok(run) => assert_eq!(run.outputs, want.outputs, "{:?}", p.values),
+            Err(e) => assert!(
+                want.arena_bytes > o.arena_bytes_opt
+                    && matches!(e, kiln_runtime::Error::ArenaTooSmall { .. }),
+                "{:?}: {e}",
+                p.values
+            ),
+        }
+    }
+    eprintln!(
+        "minilm --opt {:?}: constant-shape arena {} B, general layout there {} B ({:.3}), max {} B",
+        o.dims,
+        o.arena_bytes_opt,
+        at_opt,
+        at_opt as f64 / o.arena_bytes_opt as f64,
+        plain.arena_bytes_max
+    );
+}
+
 /// Every error a run at given dims can meet, with its message.
 #[test]
 fn run_time_dims_are_checked() {

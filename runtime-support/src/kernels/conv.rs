@@ -317,15 +317,16 @@ fn depthwise_row(
         }
         out[ow] = sum;
     }
-    // The interior, with the lane loads specialised for the common strides so that
-    // stride 1 is one unaligned vector load.
+    // The interior, with the window width and stride of the common kernels constant, so
+    // that the taps unroll and stride 1 is one unaligned vector load per tap.
     let interior = (win, plane, wc, oh, start..end, out);
-    match w.stride {
-        1 => depthwise_interior(interior, lanes::<1>),
-        2 => depthwise_interior(interior, lanes::<2>),
-        s => depthwise_interior(interior, |src: &[f32], at: usize| {
-            std::array::from_fn(|l| src[at + l * s])
-        }),
+    match (w.kernel, w.stride, w.dilation) {
+        (3, 1, 1) => depthwise_interior::<3, 1>(interior),
+        (3, 2, 1) => depthwise_interior::<3, 2>(interior),
+        (5, 1, 1) => depthwise_interior::<5, 1>(interior),
+        (5, 2, 1) => depthwise_interior::<5, 2>(interior),
+        (7, 1, 1) => depthwise_interior::<7, 1>(interior),
+        _ => depthwise_interior_any(interior),
     }
 }
 
@@ -373,26 +374,81 @@ type Interior<'a> = (
     &'a mut [f32],
 );
 
-/// The interior of [`depthwise_row`] (at least [`LANES`] columns, or a bordered row), [`LANES`] outputs at
-/// a time; `load` reads the lanes of one tap from an input row at an offset.
+/// Blocks of [`LANES`] outputs [`depthwise_interior`] accumulates at once: each block's
+/// sum is one chain of dependent adds over the taps, so independent chains side by side
+/// keep the vector units busy while each waits for its previous add.
+const CHAINS: usize = 4;
+
+/// The interior of [`depthwise_row`] (at least [`LANES`] columns, or a bordered row)
+/// for a window `KW` wide at stride `S` (dilation 1): [`CHAINS`]·[`LANES`] outputs at
+/// a time, then [`LANES`] at a time, a last partial block computed as a full block
+/// ending at the interior's end, overlapping the one before it. Each output sums its
+/// taps in row-major order, as [`depthwise_interior_any`] does.
 #[inline(always)]
-fn depthwise_interior(
+fn depthwise_interior<const KW: usize, const S: usize>(
     (win, plane, wc, oh, cols, out): Interior<'_>,
-    load: impl Fn(&[f32], usize) -> [f32; LANES],
 ) {
     let (h, w) = (&win.h, &win.w);
     let rows = h.taps_inside(oh);
+    // Input row of the first tap row, and how far apart the tap rows lie.
+    let first = h.input_pos(oh, rows.start) as usize * w.in_len;
+    let row_step = h.dilation * w.in_len;
+    let taps = |ow: usize| {
+        // The first input column of output `ow`'s window: inside the row here.
+        let at = (ow * S) as isize - w.pad_begin as isize;
+        rows.clone().enumerate().map(move |(r, ki)| {
+            let wk: &[f32; KW] = wc[ki * KW..][..KW].try_into().expect("KW taps");
+            // The rest of the plane, not the row: a narrow row's block reads past it.
+            (&plane[first + r * row_step + at as usize..], wk)
+        })
+    };
+    let mut ow = cols.start;
+    while ow + CHAINS * LANES <= cols.end {
+        let mut acc = [[0.0f32; LANES]; CHAINS];
+        for (src, wk) in taps(ow) {
+            for (kj, &wk) in wk.iter().enumerate() {
+                for (b, acc) in acc.iter_mut().enumerate() {
+                    let v = lanes::<S>(src, b * LANES * S + kj);
+                    for (a, v) in acc.iter_mut().zip(v) {
+                        *a += wk * v;
+                    }
+                }
+            }
+        }
+        out[ow..ow + CHAINS * LANES].copy_from_slice(acc.as_flattened());
+        ow += CHAINS * LANES;
+    }
     let last_block = cols.end.saturating_sub(LANES).max(cols.start);
-    let blocks = cols.clone().step_by(LANES).map(|ow| ow.min(last_block));
-    for ow in blocks {
+    for ow in (ow..cols.end).step_by(LANES).map(|ow| ow.min(last_block)) {
+        let mut acc = [0.0f32; LANES];
+        for (src, wk) in taps(ow) {
+            for (kj, &wk) in wk.iter().enumerate() {
+                for (a, v) in acc.iter_mut().zip(lanes::<S>(src, kj)) {
+                    *a += wk * v;
+                }
+            }
+        }
+        let n = LANES.min(cols.end - ow);
+        out[ow..ow + n].copy_from_slice(&acc[..n]);
+    }
+}
+
+/// [`depthwise_interior`] for any window, stride and dilation, [`LANES`] outputs at a
+/// time.
+#[inline(always)]
+fn depthwise_interior_any((win, plane, wc, oh, cols, out): Interior<'_>) {
+    let (h, w) = (&win.h, &win.w);
+    let rows = h.taps_inside(oh);
+    let last_block = cols.end.saturating_sub(LANES).max(cols.start);
+    for ow in cols.clone().step_by(LANES).map(|ow| ow.min(last_block)) {
         let mut acc = [0.0f32; LANES];
         for ki in rows.clone() {
             let ih = h.input_pos(oh, ki) as usize;
-            // The rest of the plane, not the row: a narrow row's block reads past it.
             let src = &plane[ih * w.in_len..];
             for kj in 0..w.kernel {
                 let wk = wc[ki * w.kernel + kj];
-                let v = load(src, w.input_pos(ow, kj) as usize);
+                let at = w.input_pos(ow, kj) as usize;
+                let v: [f32; LANES] = std::array::from_fn(|l| src[at + l * w.stride]);
                 for (a, v) in acc.iter_mut().zip(v) {
                     *a += wk * v;
                 }

@@ -219,6 +219,16 @@ fn depthwise() {
         params(1, 2, [5, 30], 2, [1, 7], [1, 3], [1, 1], [0, 0, 0, 6], 2),
         36,
     );
+    // Rows of several groups of independent blocks, then single blocks and a partial
+    // one: stride 1 (100 = 3·32 + 4) and stride 2 (75 = 2·32 + 11).
+    check(
+        params(1, 2, [4, 100], 2, [3, 3], [1, 1], [1, 1], [1; 4], 2),
+        37,
+    );
+    check(
+        params(1, 2, [5, 150], 2, [3, 3], [2, 2], [1, 1], [1; 4], 2),
+        38,
+    );
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! bounds-checked, so a kernel reaching past the arena its dims need fails the run.
 
 use kiln_real_models::{
-    DynamicCase, compare, decode, find, module_inputs, read_data, real_models, require_dynamic_data,
+    DynamicCase, DynamicPoint, compare, decode, find, module_inputs, read_data, real_models,
+    require_dynamic_data,
 };
 
 fn case(name: &str) -> &'static DynamicCase {
@@ -17,6 +18,14 @@ fn case(name: &str) -> &'static DynamicCase {
         .unwrap_or_else(|| {
             panic!("{name} is not in dynamic.json; run scripts/make_dynamic_refs.py")
         })
+}
+
+/// The input tensors of point `p`.
+fn point_inputs(p: &DynamicPoint) -> Vec<kiln_compiler::tensor::Tensor> {
+    p.inputs
+        .iter()
+        .map(|f| read_data(f).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
 }
 
 /// Runs `name` at every point and compares with onnxruntime (|kiln − ort| ≤ atol +
@@ -30,11 +39,7 @@ fn check(name: &str, atol: f64, rtol: f64) {
     let mut session =
         (build.load)(build.weights).unwrap_or_else(|e| panic!("{name}: loading: {e}"));
     for p in c.points {
-        let inputs: Vec<_> = p
-            .inputs
-            .iter()
-            .map(|f| read_data(f).unwrap_or_else(|e| panic!("{e}")))
-            .collect();
+        let inputs = point_inputs(p);
         let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
         let run = session
@@ -219,11 +224,7 @@ fn minilm_opt_path_is_the_static_build() {
     // Elsewhere the general path, in both contexts it fits.
     let mut general = (plain.load)(plain.weights).unwrap_or_else(|e| panic!("{e}"));
     for p in c.points.iter().filter(|p| p.values != o.dims) {
-        let inputs: Vec<_> = p
-            .inputs
-            .iter()
-            .map(|f| read_data(f).unwrap_or_else(|e| panic!("{e}")))
-            .collect();
+        let inputs = point_inputs(p);
         let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
         let want = general

@@ -268,11 +268,7 @@ pub fn compile_over_ranges(
         }
         rp = plan_over_ranges(bytes, source, &named)?;
     };
-    let opt = opt::build(bytes, source, &named, &rp)?;
-    if let Some(o) = &opt {
-        rp.at_max.program.weights = o.weights.clone();
-        rp.at_max.weights = o.weights.clone();
-    }
+    let opt = opt::build(bytes, source, &named, &mut rp)?;
     let binds: Vec<_> = points.iter().map(|pt| dim::bind(&rp.ranges, pt)).collect();
     let at_max = &rp.at_max.program;
     let mut plans = Vec::with_capacity(points.len());
@@ -438,18 +434,7 @@ fn in_order_of(
             "the constant `{entry}` (computed from the dims) has other values"
         )));
     }
-    let key = |steps: &[crate::lower::Step]| {
-        let mut seen: HashMap<(String, &'static str), usize> = HashMap::new();
-        steps
-            .iter()
-            .map(|s| {
-                let k = seen.entry((s.node.clone(), s.op_type)).or_insert(0);
-                *k += 1;
-                (s.node.clone(), s.op_type, *k)
-            })
-            .collect::<Vec<_>>()
-    };
-    let position: HashMap<_, usize> = key(&program.steps)
+    let position: HashMap<_, usize> = step_keys(&program.steps)
         .into_iter()
         .enumerate()
         .map(|(i, k)| (k, i))
@@ -459,7 +444,7 @@ fn in_order_of(
         .map(Some)
         .collect();
     let mut ordered = Vec::with_capacity(steps.len());
-    for k in key(&reference.steps) {
+    for k in step_keys(&reference.steps) {
         let step = position
             .get(&k)
             .and_then(|&i| steps[i].take())
@@ -468,6 +453,20 @@ fn in_order_of(
     }
     program.steps = ordered;
     Ok(program)
+}
+
+/// Each step's node, operator, and how many steps of that node and operator come
+/// before it and itself: what identifies a step across builds of one model.
+fn step_keys(steps: &[crate::lower::Step]) -> Vec<(String, &'static str, usize)> {
+    let mut seen: HashMap<(&str, &'static str), usize> = HashMap::new();
+    steps
+        .iter()
+        .map(|s| {
+            let k = seen.entry((&s.node, s.op_type)).or_insert(0);
+            *k += 1;
+            (s.node.clone(), s.op_type, *k)
+        })
+        .collect()
 }
 
 /// The first weight of `program` that differs from `reference`'s, by name.

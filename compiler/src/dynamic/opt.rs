@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::{RangePlan, fixed_options, show};
+use super::{RangePlan, fixed_options, show, step_keys};
 use crate::compile::{Options, compile_fixed};
 use crate::dim;
 use crate::error::Error;
@@ -21,24 +21,22 @@ use crate::plan::MemoryPlan;
 pub struct OptBuild {
     /// Every declared symbol's value, in declaration order.
     pub point: Vec<(String, i64)>,
-    /// Its weight operands address [`OptBuild::weights`].
+    /// Its weight operands address the general build's blob.
     pub program: Program,
     pub plan: MemoryPlan,
     /// For each of its steps, the general build's step its profile time is added to:
     /// the one of the same node, or the one before (a step only this build has).
     pub profile_slots: Vec<usize>,
-    /// The general build's weights blob with this build's other weights appended: the
-    /// module's one blob.
-    pub weights: Vec<u8>,
 }
 
 /// The build at `opts.opt_dims`, if given, after checking it names one value of its
-/// range for every declared symbol.
+/// range for every declared symbol. Its weights the general build (`rp.at_max`) does
+/// not hold are appended to that build's blob, the module's one blob.
 pub(super) fn build(
     bytes: &[u8],
     source: &str,
     opts: &Options,
-    rp: &RangePlan,
+    rp: &mut RangePlan,
 ) -> Result<Option<OptBuild>, Error> {
     if opts.opt_dims.is_empty() {
         return Ok(None);
@@ -69,16 +67,16 @@ pub(super) fn build(
             op: "model".into(),
             message: format!("--opt {shown}: {e}"),
         })?;
-    let general = &rp.at_max.program;
+    let general = &mut rp.at_max;
     let mut program = compiled.program;
-    let weights = share_weights(general, &mut program);
-    let profile_slots = profile_slots(general, &program);
+    general.program.weights = share_weights(&general.program, &mut program);
+    general.weights.clone_from(&general.program.weights);
+    let profile_slots = profile_slots(&general.program, &program);
     Ok(Some(OptBuild {
         point,
         program,
         plan: compiled.plan,
         profile_slots,
-        weights,
     }))
 }
 
@@ -125,26 +123,31 @@ fn opt_point(
 /// Points `program`'s weight operands into one blob: `general`'s weights, then those
 /// of `program`'s entries whose bytes it does not hold (each once). Returns the blob.
 fn share_weights(general: &Program, program: &mut Program) -> Vec<u8> {
-    let bytes_of =
-        |blob: &[u8], e: &WeightEntry| blob[e.offset * 4..(e.offset + e.len) * 4].to_vec();
-    let mut held: HashMap<Vec<u8>, usize> = general
+    fn bytes_of<'a>(blob: &'a [u8], e: &WeightEntry) -> &'a [u8] {
+        &blob[e.offset * 4..(e.offset + e.len) * 4]
+    }
+    let mut blob = general.weights.clone();
+    let mut held: HashMap<&[u8], usize> = general
         .weight_entries
         .iter()
         .map(|e| (bytes_of(&general.weights, e), e.offset))
         .collect();
-    let mut blob = general.weights.clone();
     let mut moved: HashMap<usize, usize> = HashMap::new();
-    for e in &mut program.weight_entries {
-        let bytes = bytes_of(&program.weights, e);
-        let at = *held.entry(bytes).or_insert_with_key(|bytes| {
-            let at = blob.len().next_multiple_of(crate::lower::WEIGHT_ALIGN);
-            blob.resize(at, 0);
-            blob.extend_from_slice(bytes);
-            blob.resize(blob.len().next_multiple_of(8), 0);
-            at / 4
-        });
+    for e in &program.weight_entries {
+        let at = *held
+            .entry(bytes_of(&program.weights, e))
+            .or_insert_with_key(|bytes| {
+                let at = blob.len().next_multiple_of(crate::lower::WEIGHT_ALIGN);
+                blob.resize(at, 0);
+                blob.extend_from_slice(bytes);
+                blob.resize(blob.len().next_multiple_of(8), 0);
+                at / 4
+            });
         moved.insert(e.offset, at);
-        e.offset = at;
+    }
+    drop(held);
+    for e in &mut program.weight_entries {
+        e.offset = moved[&e.offset];
     }
     for step in &mut program.steps {
         for op in &mut step.inputs {
@@ -162,23 +165,16 @@ fn share_weights(general: &Program, program: &mut Program) -> Vec<u8> {
 /// For each step of `program`, the step of `general` with the same node and operator
 /// (counting repeats), or the slot of the step before it when `general` has none.
 fn profile_slots(general: &Program, program: &Program) -> Vec<usize> {
-    let mut index: HashMap<(&str, &str, usize), usize> = HashMap::new();
-    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
-    for (i, s) in general.steps.iter().enumerate() {
-        let k = seen.entry((&s.node, s.op_type)).or_insert(0);
-        index.insert((&s.node, s.op_type, *k), i);
-        *k += 1;
-    }
-    seen.clear();
+    let index: HashMap<_, usize> = step_keys(&general.steps)
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect();
     let mut last = 0;
-    program
-        .steps
+    step_keys(&program.steps)
         .iter()
-        .map(|s| {
-            let k = seen.entry((&s.node, s.op_type)).or_insert(0);
-            let slot = index.get(&(s.node.as_str(), s.op_type, *k)).copied();
-            *k += 1;
-            last = slot.unwrap_or(last);
+        .map(|k| {
+            last = index.get(k).copied().unwrap_or(last);
             last
         })
         .collect()

@@ -404,33 +404,36 @@ fn depthwise_interior<const KW: usize, const S: usize>(
     };
     let mut ow = cols.start;
     while ow + CHAINS * LANES <= cols.end {
-        let mut acc = [[0.0f32; LANES]; CHAINS];
-        for (src, wk) in taps(ow) {
-            for (kj, &wk) in wk.iter().enumerate() {
-                for (b, acc) in acc.iter_mut().enumerate() {
-                    let v = lanes::<S>(src, b * LANES * S + kj);
-                    for (a, v) in acc.iter_mut().zip(v) {
-                        *a += wk * v;
-                    }
-                }
-            }
-        }
+        let acc = block_sums::<CHAINS, KW, S>(taps(ow));
         out[ow..ow + CHAINS * LANES].copy_from_slice(acc.as_flattened());
         ow += CHAINS * LANES;
     }
     let last_block = cols.end.saturating_sub(LANES).max(cols.start);
     for ow in (ow..cols.end).step_by(LANES).map(|ow| ow.min(last_block)) {
-        let mut acc = [0.0f32; LANES];
-        for (src, wk) in taps(ow) {
-            for (kj, &wk) in wk.iter().enumerate() {
-                for (a, v) in acc.iter_mut().zip(lanes::<S>(src, kj)) {
+        let [acc] = block_sums::<1, KW, S>(taps(ow));
+        let n = LANES.min(cols.end - ow);
+        out[ow..ow + n].copy_from_slice(&acc[..n]);
+    }
+}
+
+/// The sums of `B` consecutive blocks of [`LANES`] outputs over `taps`: per tap row,
+/// the input from the first block's window start and the row's `KW` weights.
+#[inline(always)]
+fn block_sums<'a, const B: usize, const KW: usize, const S: usize>(
+    taps: impl Iterator<Item = (&'a [f32], &'a [f32; KW])>,
+) -> [[f32; LANES]; B] {
+    let mut acc = [[0.0f32; LANES]; B];
+    for (src, wk) in taps {
+        for (kj, &wk) in wk.iter().enumerate() {
+            for (b, acc) in acc.iter_mut().enumerate() {
+                let v = lanes::<S>(src, b * LANES * S + kj);
+                for (a, v) in acc.iter_mut().zip(v) {
                     *a += wk * v;
                 }
             }
         }
-        let n = LANES.min(cols.end - ow);
-        out[ow..ow + n].copy_from_slice(&acc[..n]);
     }
+    acc
 }
 
 /// [`depthwise_interior`] for any window, stride and dilation, [`LANES`] outputs at a

@@ -5,7 +5,9 @@
     .venv/bin/python scripts/ort_bench.py MODEL.onnx NAME=INPUT.npy [NAME=INPUT.npy ...] RUNS
 
 Runs the model on the CPU execution provider, single-threaded (intra_op_num_threads=1,
-inter_op_num_threads=1, ORT_SEQUENTIAL) with all graph optimisations. A bare INPUT.npy
+inter_op_num_threads=1, ORT_SEQUENTIAL) with all graph optimisations;
+KILN_BENCH_THREADS=N in the environment sets intra_op_num_threads=N (the peer of a
+Kiln context with N threads). A bare INPUT.npy
 feeds the model's first input (the zoo bench); NAME=INPUT.npy feeds the input NAME, of
 any element type (the real-models bench: several inputs, int64 token ids); every input
 the model declares must be fed. After 3 warm-up runs it times RUNS runs and prints one
@@ -18,6 +20,7 @@ non-zero on any error.
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -46,7 +49,7 @@ def main(argv: list) -> int:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = int(os.environ.get("KILN_BENCH_THREADS") or 1)
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

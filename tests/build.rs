@@ -65,9 +65,9 @@ fn main() {
             .unwrap();
             writeln!(
                 zoo,
-                "fn run_{name}(weights: &str, inputs: &[&[u8]]) -> Result<Vec<Vec<f32>>, kiln_runtime::Error> {{\n\
+                "fn run_{name}(weights: &str, inputs: &[&[u8]], threads: usize) -> Result<Vec<Vec<f32>>, kiln_runtime::Error> {{\n\
                  let model = {name}::Model::load(weights)?;\n\
-                 let mut ctx = {name}::Context::new();\n\
+                 let mut ctx = {name}::Context::with_threads(threads)?;\n\
                  let outs = model.run_bytes(&mut ctx, inputs)?;\n\
                  Ok(outs.iter().map(|o| o.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()).collect())\n\
                  }}"

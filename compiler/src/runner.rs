@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// Also time every step and print the slowest nodes and the time per operator.
     #[cfg_attr(feature = "cli", arg(long))]
     pub profile: bool,
+    /// Threads a run uses (`Context::set_threads`): large products are shared among them.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1, value_name = "N"))]
+    pub threads: usize,
 }
 
 /// Path of the runtime crate's sources, for the generated crate's dependency.
@@ -236,6 +239,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         .arg(&out_dir)
         .args(&input_files)
         .env("KILN_PROFILE", if args.profile { "1" } else { "" })
+        .env("KILN_THREADS", args.threads.to_string())
         .output()
         .map_err(|e| Error::Options(format!("could not start {}: {e}", exe.display())))?;
     if !output.status.success() {
@@ -310,9 +314,13 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     }
     if let Some(median) = times.get(times.len() / 2) {
         println!(
-            "latency: median {median:.3} ms over {} runs (min {:.3} ms), single thread",
+            "latency: median {median:.3} ms over {} runs (min {:.3} ms), {}",
             times.len(),
-            times[0]
+            times[0],
+            match args.threads {
+                0 | 1 => "single thread".to_string(),
+                n => format!("{n} threads"),
+            }
         );
     }
     Ok(())
@@ -463,6 +471,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<_, _>>()?;
     let views: Vec<&[u8]> = inputs.iter().map(|(w, n)| kiln_runtime::io::words_as_bytes(w, *n)).collect();
     let mut ctx = model::Context::new();
+    ctx.set_threads(std::env::var("KILN_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(1))?;
     model.run_bytes(&mut ctx, &views)?;
     for _ in 0..runs {
         let t = Instant::now();

@@ -121,6 +121,9 @@ pub enum Error {
         from: &'static str,
     },
     /// A [`crate::Arena`] sized for smaller dims than the ones given.
+    /// The operating system refused to start a context's worker threads.
+    #[error("starting {threads} threads: {message}")]
+    Threads { threads: usize, message: String },
     #[error("the context's arena holds {got} bytes; these dims need {needed}")]
     ArenaTooSmall { needed: usize, got: usize },
     /// An input holds a value its element type cannot represent (a `bool` that is not

@@ -18,6 +18,7 @@ pub mod io;
 pub mod kernels;
 pub mod params;
 pub mod profile;
+pub mod threads;
 pub mod typed;
 pub mod weights;
 
@@ -25,6 +26,7 @@ pub use arena::Arena;
 pub use error::Error;
 /// Generated code names `half::f16` and `half::bf16` through this re-export.
 pub use half;
+pub use threads::Threads;
 pub use weights::Weights;
 
 /// Shape and element type of one model input or output, as the generated `INPUTS` and

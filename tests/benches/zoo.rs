@@ -1,5 +1,7 @@
 //! Memory and latency of every zoo model, next to onnxruntime on the same input in the
-//! same run, both single-threaded. Prints a table; asserts nothing.
+//! same run, both single-threaded, or both with `KILN_BENCH_THREADS` threads (Kiln's
+//! `Context::set_threads`, onnxruntime's `intra_op_num_threads`). Prints a table;
+//! asserts nothing.
 //!
 //! `cargo bench -p kiln-tests --bench zoo` (needs testdata/ and .venv from .ci/run).
 //! Set `KILN_BENCH_MODELS=resnet50,vgg19` to pick models, `KILN_BENCH_RUNS` for runs.
@@ -111,7 +113,8 @@ macro_rules! timers {
                 $(stringify!($module) => {
                     let m = kiln_tests::find(name);
                     let model = zoo::$module::Model::load(m.weights).expect("weights");
-                    let mut ctx = zoo::$module::Context::new();
+                    let threads = std::env::var("KILN_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(1);
+                    let mut ctx = zoo::$module::Context::with_threads(threads).expect("threads");
                     let input = [bytes(x)];
                     model.run_bytes(&mut ctx, &input).expect("run");
                     (0..runs)

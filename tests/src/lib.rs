@@ -5,8 +5,9 @@ mod testdata;
 
 pub use testdata::{compare, load_npy, logits_index, require_testdata};
 
-/// Loads a model's weights from a path, runs it once on byte inputs, returns its outputs.
-pub type RunFn = fn(&str, &[&[u8]]) -> Result<Vec<Vec<f32>>, kiln_runtime::Error>;
+/// Loads a model's weights from a path, runs it once on byte inputs with a context of
+/// that many threads, returns its outputs.
+pub type RunFn = fn(&str, &[&[u8]], usize) -> Result<Vec<Vec<f32>>, kiln_runtime::Error>;
 
 /// One compiled zoo model, driven through the generic byte interface.
 pub struct ZooModel {
@@ -27,7 +28,7 @@ pub struct ZooModel {
     pub outputs: &'static [kiln_runtime::TensorInfo],
     /// Path of its weights file.
     pub weights: &'static str,
-    /// Loads the weights, runs once, returns every output.
+    /// Loads the weights, runs once with a context of N threads, returns every output.
     pub run: RunFn,
 }
 

@@ -18,32 +18,43 @@ use kiln_tests::{bytes, compare, find, load_npy, logits_index};
 fn check(name: &str) {
     // The original: ONNX's expected output, with ONNX's own backend-test tolerance.
     let model = find(name);
-    let dir = Path::new(model.dir);
-    run_and_compare(model, "input_0.npy", &["expected_0.npy"], |_, _| {
+    run_and_compare(model, "input_0.npy", &["expected_0.npy"], 1, |_, _| {
         (1e-6, 1e-3)
     });
+    check_random(name, 1);
+}
 
-    // Random weights: onnxruntime's outputs; logits relative to their scale.
+/// The variant with random weights against onnxruntime, run with `threads` threads;
+/// logits within a tolerance relative to their scale.
+fn check_random(name: &str, threads: usize) {
+    let dir = Path::new(find(name).dir);
     let random = find(&format!("{name}_random"));
     let logits = logits_index(dir);
     let expected: Vec<String> = (0..random.outputs.len())
         .map(|i| format!("random_expected_{i}.npy"))
         .collect();
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
-    run_and_compare(random, "random_input_0.npy", &expected, |i, want| {
-        if i == logits {
-            let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-            (1e-3 * scale, 0.0)
-        } else {
-            (1e-4, 0.0)
-        }
-    });
+    run_and_compare(
+        random,
+        "random_input_0.npy",
+        &expected,
+        threads,
+        |i, want| {
+            if i == logits {
+                let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                (1e-3 * scale, 0.0)
+            } else {
+                (1e-4, 0.0)
+            }
+        },
+    );
 }
 
 fn run_and_compare(
     model: &kiln_tests::ZooModel,
     input: &str,
     expected: &[&str],
+    threads: usize,
     tolerance: impl Fn(usize, &[f32]) -> (f32, f32),
 ) {
     let dir = Path::new(model.dir);
@@ -53,7 +64,7 @@ fn run_and_compare(
         "{}: input shape",
         model.name
     );
-    let outs = (model.run)(model.weights, &[bytes(&x.data)])
+    let outs = (model.run)(model.weights, &[bytes(&x.data)], threads)
         .unwrap_or_else(|e| panic!("{}: {e}", model.name));
     assert_eq!(outs.len(), expected.len(), "{}: output count", model.name);
     for (i, (got, file)) in outs.iter().zip(expected).enumerate() {
@@ -61,7 +72,7 @@ fn run_and_compare(
         let (atol, rtol) = tolerance(i, &want.data);
         let (max, ok) = compare(got, &want.data, atol, rtol);
         eprintln!(
-            "{:<24} output {i} ({file}): max |diff| {max:.3e} (atol {atol:.1e}, rtol {rtol:.0e})",
+            "{:<24} output {i} ({file}), {threads} thread(s): max |diff| {max:.3e} (atol {atol:.1e}, rtol {rtol:.0e})",
             model.name
         );
         assert!(
@@ -75,6 +86,14 @@ fn run_and_compare(
 macro_rules! zoo_tests {
     ($($name:ident),*) => {
         $(#[test] fn $name() { check(stringify!($name)); })*
+
+        /// Every model again with a context of two threads (products split by rows or
+        /// columns, convolution blocks unfolded on each thread): the same tolerances
+        /// against onnxruntime as one thread.
+        #[test]
+        fn every_model_at_two_threads() {
+            $(check_random(stringify!($name), 2);)*
+        }
     };
 }
 
@@ -85,7 +104,7 @@ macro_rules! zoo_tests {
 fn two_branches() {
     let model = find("two_branches");
     assert_eq!(model.schedule, "memory-aware");
-    run_and_compare(model, "input_0.npy", &["expected_0.npy"], |_, _| {
+    run_and_compare(model, "input_0.npy", &["expected_0.npy"], 1, |_, _| {
         (1e-4, 1e-3)
     });
 }

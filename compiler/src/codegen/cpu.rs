@@ -114,6 +114,7 @@ impl<'a> Emitter<'a> {
             })
             .collect();
         let execute = self.execute_fns(opts.steps_per_fn, &|i| i, TokenStream::new())?;
+        let threads_api = threads_api(rt, worker_scratch_bytes([p]));
 
         Ok(quote! {
             #common
@@ -126,13 +127,16 @@ impl<'a> Emitter<'a> {
             /// Per-request working memory. One per thread or in-flight request.
             pub struct Context {
                 arena: #rt::Arena,
+                threads: #rt::Threads,
             }
 
             impl Context {
                 /// Allocates the arena ([`ARENA_BYTES`]); `run` allocates nothing.
                 pub fn new() -> Self {
-                    Context { arena: #rt::Arena::new(ARENA_BYTES) }
+                    Context { arena: #rt::Arena::new(ARENA_BYTES), threads: #rt::Threads::default() }
                 }
+
+                #threads_api
             }
 
             impl Default for Context {
@@ -150,7 +154,7 @@ impl<'a> Emitter<'a> {
                 pub fn run<'c>(&self, ctx: &'c mut Context, inputs: Inputs<'_>) -> Result<Outputs<'c>, #rt::Error> {
                     let _ = &inputs;
                     let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::typed_input(&INPUTS[#in_idx], inputs.#in_fields)?),*];
-                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
+                    ctx.threads.install(|| execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut []))?;
                     Ok(Outputs {
                         #(#out_fields: { let region = ctx.arena.region("outputs", #out_regions)?; #out_views },)*
                     })
@@ -164,7 +168,7 @@ impl<'a> Emitter<'a> {
                         return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
                     }
                     let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::bytes_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
-                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
+                    ctx.threads.install(|| execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut []))?;
                     Ok([#(#rt::io::output_bytes(ctx.arena.region("outputs", #out_regions)?, #out_nbytes)?),*])
                 }
 
@@ -175,7 +179,7 @@ impl<'a> Emitter<'a> {
                         return Err(#rt::Error::InputCount { expected: N_INPUTS, got: inputs.len() });
                     }
                     let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::bytes_input(&INPUTS[#in_idx], inputs[#in_idx])?),*];
-                    execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times)?;
+                    ctx.threads.install(|| execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times))?;
                     Ok([#(#rt::io::output_bytes(ctx.arena.region("outputs", #out_regions)?, #out_nbytes)?),*])
                 }
             }
@@ -848,4 +852,48 @@ fn in_place_call(
             )));
         }
     })
+}
+
+/// Bytes of scratch each worker thread needs: the most any kernel that shares its parts
+/// among threads with scratch of their own (Conv2d's im2col blocks) takes in a step of
+/// these programs.
+pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Program>) -> usize {
+    let conv_scratch = |s: &Step| match &s.kernel {
+        Kernel::Conv2d(c) => c.scratch_len() * 4,
+        _ => 0,
+    };
+    programs
+        .into_iter()
+        .flat_map(|p| p.steps.iter().map(conv_scratch))
+        .max()
+        .unwrap_or(0)
+}
+
+/// A CPU context's constructor and setter for worker threads (fixed and dynamic
+/// modules alike; the struct has a `threads` field), each worker holding
+/// `scratch_bytes` of kernel scratch.
+pub(super) fn threads_api(rt: &TokenStream, scratch_bytes: usize) -> TokenStream {
+    let scratch = us(scratch_bytes);
+    quote! {
+        /// Bytes of kernel scratch each worker thread of [`Context::set_threads`] holds,
+        /// outside the arena: the largest convolution block a step unfolds.
+        pub const WORKER_SCRATCH_BYTES: usize = #scratch;
+
+        /// [`Context::new`], running with `threads` threads in all ([`Context::set_threads`]).
+        pub fn with_threads(threads: usize) -> Result<Self, #rt::Error> {
+            let mut ctx = Self::new();
+            ctx.set_threads(threads)?;
+            Ok(ctx)
+        }
+
+        /// Runs with `threads` threads in all: `threads - 1` workers are started now
+        /// (replacing any this context had; 0 or 1: none), each with its own
+        /// [`Context::WORKER_SCRATCH_BYTES`] of kernel scratch, and the thread that calls `run`
+        /// is the last. Large products and convolutions are shared among them; runs
+        /// still allocate nothing and start no threads.
+        pub fn set_threads(&mut self, threads: usize) -> Result<(), #rt::Error> {
+            self.threads = #rt::Threads::new(threads, Self::WORKER_SCRATCH_BYTES)?;
+            Ok(())
+        }
+    }
 }

@@ -238,6 +238,9 @@ fn module(
     });
 
     let arena_max = us(m.plan.arena_bytes_max);
+    let programs = m.points.iter().map(|(p, _)| *p);
+    let scratch = super::cpu::worker_scratch_bytes(programs.chain(m.opt.map(|o| &o.program)));
+    let threads_api = super::cpu::threads_api(rt, scratch);
     Ok(quote! {
         /// Bytes of working memory the largest dims need: what [`Context::new`] holds.
         pub const ARENA_BYTES_MAX: usize = #arena_max;
@@ -267,18 +270,21 @@ fn module(
             arena: #rt::Arena,
             /// The dims and extents of the last run that succeeded.
             last: Option<Sym>,
+            threads: #rt::Threads,
         }
 
         impl Context {
             /// An arena for every dims in range ([`ARENA_BYTES_MAX`]); `run` allocates nothing.
             pub fn new() -> Self {
-                Context { arena: #rt::Arena::new(ARENA_BYTES_MAX), last: None }
+                Context { arena: #rt::Arena::new(ARENA_BYTES_MAX), last: None, threads: #rt::Threads::default() }
             }
 
             /// An arena for runs at `dims` or any smaller dims ([`arena_bytes`]).
             pub fn with_dims(dims: &Dims) -> Result<Self, #rt::Error> {
-                Ok(Context { arena: #rt::Arena::new(arena_bytes(dims)?), last: None })
+                Ok(Context { arena: #rt::Arena::new(arena_bytes(dims)?), last: None, threads: #rt::Threads::default() })
             }
+
+            #threads_api
 
             /// Bytes this context's arena holds.
             pub fn arena_bytes(&self) -> usize {
@@ -313,7 +319,7 @@ fn module(
                 let mut l = layout(&s);
                 let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::typed_input_of(&INPUTS[#in_idx], inputs.#in_fields, #in_elems)?),*];
                 ctx.last = None;
-                execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [], &mut s, &mut l)?;
+                ctx.threads.install(|| execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [], &mut s, &mut l))?;
                 ctx.last = Some(s);
                 Ok(Outputs {
                     #(#out_fields: { let region = ctx.arena.region("outputs", #out_regions)?; #out_views },)*
@@ -342,7 +348,7 @@ fn module(
                 let mut l = layout(&s);
                 let inputs: [&[u8]; N_INPUTS] = [#(#rt::io::bytes_input_of(&INPUTS[#in_idx], inputs[#in_idx], #in_elems)?),*];
                 ctx.last = None;
-                execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &mut s, &mut l)?;
+                ctx.threads.install(|| execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &mut s, &mut l))?;
                 ctx.last = Some(s);
                 Ok([#(#rt::io::output_bytes(ctx.arena.region("outputs", #out_regions)?, #out_nbytes)?),*])
             }
@@ -418,7 +424,7 @@ fn opt_path(
             /// which take the constant-shape path, and for no others where their
             /// layout needs more ([`arena_bytes`]).
             pub fn for_opt() -> Self {
-                Context { arena: #rt::Arena::new(ARENA_BYTES_OPT), last: None }
+                Context { arena: #rt::Arena::new(ARENA_BYTES_OPT), last: None, threads: #rt::Threads::default() }
             }
         }
 

@@ -57,13 +57,36 @@ pub struct Model {
 /// Per-request working memory. One per thread or in-flight request.
 pub struct Context {
     arena: ::kiln_runtime::Arena,
+    threads: ::kiln_runtime::Threads,
 }
 impl Context {
     /// Allocates the arena ([`ARENA_BYTES`]); `run` allocates nothing.
     pub fn new() -> Self {
         Context {
             arena: ::kiln_runtime::Arena::new(ARENA_BYTES),
+            threads: ::kiln_runtime::Threads::default(),
         }
+    }
+    /// Bytes of kernel scratch each worker thread of [`Context::set_threads`] holds,
+    /// outside the arena: the largest convolution block a step unfolds.
+    pub const WORKER_SCRATCH_BYTES: usize = 6912;
+    /// [`Context::new`], running with `threads` threads in all ([`Context::set_threads`]).
+    pub fn with_threads(threads: usize) -> Result<Self, ::kiln_runtime::Error> {
+        let mut ctx = Self::new();
+        ctx.set_threads(threads)?;
+        Ok(ctx)
+    }
+    /// Runs with `threads` threads in all: `threads - 1` workers are started now
+    /// (replacing any this context had; 0 or 1: none), each with its own
+    /// [`Context::WORKER_SCRATCH_BYTES`] of kernel scratch, and the thread that calls `run`
+    /// is the last. Large products and convolutions are shared among them; runs
+    /// still allocate nothing and start no threads.
+    pub fn set_threads(&mut self, threads: usize) -> Result<(), ::kiln_runtime::Error> {
+        self.threads = ::kiln_runtime::Threads::new(
+            threads,
+            Self::WORKER_SCRATCH_BYTES,
+        )?;
+        Ok(())
     }
 }
 impl Default for Context {
@@ -126,7 +149,13 @@ impl Model {
         let inputs: [&[u8]; N_INPUTS] = [
             ::kiln_runtime::io::typed_input(&INPUTS[0], inputs.x)?,
         ];
-        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
+        ctx.threads
+            .install(|| execute(
+                self.weights.as_f32(),
+                &inputs,
+                &mut ctx.arena,
+                &mut [],
+            ))?;
         Ok(Outputs {
             prob: {
                 let region = ctx.arena.region("outputs", (offsets::PROB, 10))?;
@@ -151,7 +180,13 @@ impl Model {
         let inputs: [&[u8]; N_INPUTS] = [
             ::kiln_runtime::io::bytes_input(&INPUTS[0], inputs[0])?,
         ];
-        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, &mut [])?;
+        ctx.threads
+            .install(|| execute(
+                self.weights.as_f32(),
+                &inputs,
+                &mut ctx.arena,
+                &mut [],
+            ))?;
         Ok([
             ::kiln_runtime::io::output_bytes(
                 ctx.arena.region("outputs", (offsets::PROB, 10))?,
@@ -176,7 +211,8 @@ impl Model {
         let inputs: [&[u8]; N_INPUTS] = [
             ::kiln_runtime::io::bytes_input(&INPUTS[0], inputs[0])?,
         ];
-        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times)?;
+        ctx.threads
+            .install(|| execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times))?;
         Ok([
             ::kiln_runtime::io::output_bytes(
                 ctx.arena.region("outputs", (offsets::PROB, 10))?,

@@ -214,6 +214,7 @@ pub struct Context {
     arena: ::kiln_runtime::Arena,
     /// The dims and extents of the last run that succeeded.
     last: Option<Sym>,
+    threads: ::kiln_runtime::Threads,
 }
 impl Context {
     /// An arena for every dims in range ([`ARENA_BYTES_MAX`]); `run` allocates nothing.
@@ -221,6 +222,7 @@ impl Context {
         Context {
             arena: ::kiln_runtime::Arena::new(ARENA_BYTES_MAX),
             last: None,
+            threads: ::kiln_runtime::Threads::default(),
         }
     }
     /// An arena for runs at `dims` or any smaller dims ([`arena_bytes`]).
@@ -228,7 +230,29 @@ impl Context {
         Ok(Context {
             arena: ::kiln_runtime::Arena::new(arena_bytes(dims)?),
             last: None,
+            threads: ::kiln_runtime::Threads::default(),
         })
+    }
+    /// Bytes of kernel scratch each worker thread of [`Context::set_threads`] holds,
+    /// outside the arena: the largest convolution block a step unfolds.
+    pub const WORKER_SCRATCH_BYTES: usize = 6912;
+    /// [`Context::new`], running with `threads` threads in all ([`Context::set_threads`]).
+    pub fn with_threads(threads: usize) -> Result<Self, ::kiln_runtime::Error> {
+        let mut ctx = Self::new();
+        ctx.set_threads(threads)?;
+        Ok(ctx)
+    }
+    /// Runs with `threads` threads in all: `threads - 1` workers are started now
+    /// (replacing any this context had; 0 or 1: none), each with its own
+    /// [`Context::WORKER_SCRATCH_BYTES`] of kernel scratch, and the thread that calls `run`
+    /// is the last. Large products and convolutions are shared among them; runs
+    /// still allocate nothing and start no threads.
+    pub fn set_threads(&mut self, threads: usize) -> Result<(), ::kiln_runtime::Error> {
+        self.threads = ::kiln_runtime::Threads::new(
+            threads,
+            Self::WORKER_SCRATCH_BYTES,
+        )?;
+        Ok(())
     }
     /// Bytes this context's arena holds.
     pub fn arena_bytes(&self) -> usize {
@@ -313,14 +337,15 @@ impl Model {
             )?,
         ];
         ctx.last = None;
-        execute(
-            self.weights.as_f32(),
-            &inputs,
-            &mut ctx.arena,
-            &mut [],
-            &mut s,
-            &mut l,
-        )?;
+        ctx.threads
+            .install(|| execute(
+                self.weights.as_f32(),
+                &inputs,
+                &mut ctx.arena,
+                &mut [],
+                &mut s,
+                &mut l,
+            ))?;
         ctx.last = Some(s);
         Ok(Outputs {
             prob: {
@@ -378,7 +403,15 @@ impl Model {
             )?,
         ];
         ctx.last = None;
-        execute(self.weights.as_f32(), &inputs, &mut ctx.arena, times, &mut s, &mut l)?;
+        ctx.threads
+            .install(|| execute(
+                self.weights.as_f32(),
+                &inputs,
+                &mut ctx.arena,
+                times,
+                &mut s,
+                &mut l,
+            ))?;
         ctx.last = Some(s);
         Ok([
             ::kiln_runtime::io::output_bytes(
@@ -528,6 +561,7 @@ impl Context {
         Context {
             arena: ::kiln_runtime::Arena::new(ARENA_BYTES_OPT),
             last: None,
+            threads: ::kiln_runtime::Threads::default(),
         }
     }
 }

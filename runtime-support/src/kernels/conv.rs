@@ -26,10 +26,11 @@
 use std::ops::Range;
 
 use super::elementwise::{bias_activate, gather};
-use super::gemm::{Operand, sgemm};
+use super::gemm::{self, Operand, Split, sgemm};
 use super::simd::vectorize;
 use super::window::Window;
 use crate::params::{CONV_MAX_BLOCK, Conv2d, DEPTHWISE_LANES};
+use crate::threads;
 
 /// Output length of one axis under ONNX `Conv` with explicit pads.
 fn out_len(in_len: usize, kernel: usize, stride: usize, dilation: usize, pads: usize) -> usize {
@@ -100,30 +101,43 @@ pub fn conv2d(
             let wg = &w[g * c_out_g * k_len..][..c_out_g * k_len];
             let yg = &mut y[g * c_out_g * plane_out..][..c_out_g * plane_out];
             let bias_g = bias.map(|b| &b[g * c_out_g..][..c_out_g]);
+            let lhs = Operand::rows(wg, k_len).view(c_out_g, k_len);
             // Y[:, cols] = act(W_g · unfolded + bias), where `unfolded` holds the
             // input of positions `cols` (one row per (ci, ki, kj), one column each).
-            let mut product = |cols: Range<usize>, unfolded: &[f32]| {
-                let width = cols.len();
-                let lhs = Operand::rows(wg, k_len);
-                let rhs = Operand::rows(unfolded, width);
-                let out = &mut yg[cols.start..];
-                sgemm(c_out_g, width, k_len, 1.0, lhs, rhs, out, plane_out, false);
+            let product = |cols: Range<usize>, out: faer::MatMut<'_, f32>, unfolded: &[f32]| {
+                let rhs = Operand::rows(unfolded, cols.len()).view(k_len, cols.len());
+                let mut out = out;
+                gemm::product(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
                 vectorize!({
-                    for (c, row) in yg.chunks_exact_mut(plane_out).enumerate() {
+                    for (c, row) in out.row_iter_mut().enumerate() {
+                        let row = row.try_as_row_major_mut().expect("rows are contiguous");
                         let channel_bias = bias_g.map_or(0.0, |b| b[c]);
-                        bias_activate(p.activation, channel_bias, &mut row[cols.clone()]);
+                        bias_activate(p.activation, channel_bias, row.as_slice_mut());
                     }
                 });
             };
             if p.is_pointwise() {
-                product(0..plane_out, xg);
+                // One product over the whole plane, which `sgemm` shares among threads.
+                let (lhs, rhs) = (Operand::rows(wg, k_len), Operand::rows(xg, plane_out));
+                sgemm(
+                    c_out_g, plane_out, k_len, 1.0, lhs, rhs, yg, plane_out, false,
+                );
+                vectorize!({
+                    for (c, row) in yg.chunks_exact_mut(plane_out).enumerate() {
+                        bias_activate(p.activation, bias_g.map_or(0.0, |b| b[c]), row);
+                    }
+                });
                 continue;
             }
-            for cols in blocks(plane_out, block) {
+            // Blocks of output positions are independent: with worker threads, each
+            // unfolds its own into its own scratch.
+            let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
+            let blocks = Split::new(yg, false, blocks(plane_out, block));
+            threads::for_each_with_scratch(blocks, scratch, |(cols, out), scratch| {
                 let unfolded = &mut scratch[..k_len * cols.len()];
                 im2col(&win, xg, cols.clone(), unfolded);
-                product(cols, unfolded);
-            }
+                product(cols, out, unfolded);
+            });
         }
     }
 }

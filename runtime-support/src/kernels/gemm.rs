@@ -4,9 +4,12 @@
 //! there is a single spot that knows faer's API, its sequential mode, and the register
 //! clean-up it needs afterwards.
 
+use std::ops::Range;
+
 use super::elementwise::{Row, activate, map_row};
 use super::index::Layout;
 use crate::params::{Gemm, MatMul};
+use crate::threads;
 
 /// One operand of [`sgemm`]: a row-major matrix stored in `data`, consecutive rows `ld`
 /// elements apart, used as it is stored or transposed.
@@ -28,7 +31,7 @@ impl<'a> Operand<'a> {
     }
 
     /// The operand as a faer view of its logical `rows × cols` shape.
-    fn view(self, rows: usize, cols: usize) -> faer::MatRef<'a, f32> {
+    pub(crate) fn view(self, rows: usize, cols: usize) -> faer::MatRef<'a, f32> {
         if self.trans {
             faer::MatRef::from_row_major_slice_with_stride(self.data, cols, rows, self.ld)
                 .transpose()
@@ -41,12 +44,15 @@ impl<'a> Operand<'a> {
 /// `c = alpha * a * b`, or `c += alpha * a * b` when `accumulate`, where `a` is `m × k`,
 /// `b` is `k × n` and `c` is `m × n` row-major with rows `ldc` apart.
 ///
-/// faer runs single-threaded here (the caller owns the threading decision). Its x86
-/// backend (private-gemm-x86) packs into a thread-local buffer of twice the L3 size
-/// (64 MiB of address space on a 32 MiB-L3 CPU; only what packing touches becomes
-/// resident), allocated on a thread's first large product and reused afterwards, so
-/// later calls allocate nothing (`tests/no_alloc.rs` checks this). That buffer is
-/// working memory outside the arena, one per thread that runs inference.
+/// faer runs single-threaded here. Its x86 backend (private-gemm-x86) packs into a
+/// thread-local buffer of twice the L3 size (64 MiB of address space on a 32 MiB-L3
+/// CPU; only what packing touches becomes resident), allocated on a thread's first
+/// large product and reused afterwards, so later calls allocate nothing
+/// (`tests/no_alloc.rs` checks this). That buffer is working memory outside the arena,
+/// one per thread that runs inference. Under a context with worker threads, a product
+/// of at least [`PARALLEL_MACS`] is cut into one block of `c` per thread along its
+/// longer side (whole rows of `a`, or whole columns of `b`), each a sequential faer
+/// call of its own.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sgemm(
     m: usize,
@@ -59,25 +65,106 @@ pub(crate) fn sgemm(
     ldc: usize,
     accumulate: bool,
 ) {
-    // Not `MatMut::from_row_major_slice_with_stride_mut`: in faer 0.24.4 it checks the
-    // row-major extent but builds a column-major view (row stride 1, column stride
-    // `ldc`), so a wide `c` is written past its end. The transposed column-major view
-    // below is what it should have built.
-    let dst = faer::MatMut::from_column_major_slice_with_stride_mut(c, n, m, ldc).transpose_mut();
+    let dst = row_major_mut(c, m, n, ldc);
     let accum = if accumulate {
         faer::Accum::Add
     } else {
         faer::Accum::Replace
     };
-    faer::linalg::matmul::matmul(
-        dst,
-        accum,
-        a.view(m, k),
-        b.view(k, n),
-        alpha,
-        faer::Par::Seq,
-    );
+    let (a, b) = (a.view(m, k), b.view(k, n));
+    let threads = threads::current();
+    if threads == 1 || m * n * k < PARALLEL_MACS {
+        return product(dst, accum, a, b, alpha);
+    }
+    let by_rows = m >= n;
+    let long = if by_rows { m } else { n };
+    // Columns in whole micro-tiles of faer's (24 wide on AVX2).
+    let step = if by_rows {
+        long.div_ceil(threads)
+    } else {
+        long.div_ceil(threads).next_multiple_of(24)
+    };
+    let ranges = (0..long)
+        .step_by(step)
+        .map(move |at| at..(at + step).min(long));
+    threads::for_each(Split::new(dst, by_rows, ranges), |(at, dst)| {
+        let (a, b) = if by_rows {
+            (a.subrows(at.start, at.len()), b)
+        } else {
+            (a, b.subcols(at.start, at.len()))
+        };
+        product(dst, accum, a, b, alpha);
+    });
+}
+
+/// `m × n` row-major `c` with rows `ldc` apart, as a faer view.
+pub(crate) fn row_major_mut(
+    c: &mut [f32],
+    m: usize,
+    n: usize,
+    ldc: usize,
+) -> faer::MatMut<'_, f32> {
+    // Not `MatMut::from_row_major_slice_with_stride_mut`: in faer 0.24.4 it checks the
+    // row-major extent but builds a column-major view (row stride 1, column stride
+    // `ldc`), so a wide `c` is written past its end. The transposed column-major view
+    // below is what it should have built.
+    faer::MatMut::from_column_major_slice_with_stride_mut(c, n, m, ldc).transpose_mut()
+}
+
+/// One sequential faer product, `dst = alpha * a * b` (or `+=`).
+pub(crate) fn product(
+    dst: faer::MatMut<'_, f32>,
+    accum: faer::Accum,
+    a: faer::MatRef<'_, f32>,
+    b: faer::MatRef<'_, f32>,
+    alpha: f32,
+) {
+    faer::linalg::matmul::matmul(dst, accum, a, b, alpha, faer::Par::Seq);
     clear_upper_registers();
+}
+
+/// Multiply-adds from which a product is worth sharing among threads: below it, the
+/// hand-off (a few microseconds) costs more than the half it saves.
+const PARALLEL_MACS: usize = 1 << 18;
+
+/// A matrix cut into consecutive blocks of rows (or columns), disjoint views that
+/// threads can write at once, each with its row (column) range.
+pub(crate) struct Split<'a, R> {
+    rest: faer::MatMut<'a, f32>,
+    by_rows: bool,
+    ranges: R,
+    at: usize,
+}
+
+impl<'a, R: Iterator<Item = Range<usize>>> Split<'a, R> {
+    /// `ranges` must be consecutive and cover the rows (columns) from 0.
+    pub(crate) fn new(matrix: faer::MatMut<'a, f32>, by_rows: bool, ranges: R) -> Self {
+        Split {
+            rest: matrix,
+            by_rows,
+            ranges,
+            at: 0,
+        }
+    }
+}
+
+impl<'a, R: Iterator<Item = Range<usize>>> Iterator for Split<'a, R> {
+    type Item = (Range<usize>, faer::MatMut<'a, f32>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let range = self.ranges.next()?;
+        assert_eq!(range.start, self.at, "Split: ranges must be consecutive");
+        let empty = faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
+        let rest = std::mem::replace(&mut self.rest, empty);
+        let (block, rest) = if self.by_rows {
+            rest.split_at_row_mut(range.len())
+        } else {
+            rest.split_at_col_mut(range.len())
+        };
+        self.rest = rest;
+        self.at = range.end;
+        Some((range, block))
+    }
 }
 
 /// faer's AVX micro-kernels can return with the upper halves of the vector registers

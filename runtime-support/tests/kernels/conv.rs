@@ -8,7 +8,7 @@ const TOL: f32 = 1e-4;
 
 /// Builds a `Conv2d` with the ONNX output size.
 #[allow(clippy::too_many_arguments)]
-fn params(
+pub(crate) fn params(
     n: usize,
     c_in: usize,
     hw_in: [usize; 2],
@@ -40,7 +40,7 @@ fn params(
 }
 
 /// Direct convolution in f64, one output element at a time.
-fn conv_ref(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+pub(crate) fn conv_ref(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
     let (cig, cog) = (p.c_in / p.group, p.c_out / p.group);
     let [kh, kw] = p.kernel;
     let mut y = vec![0.0; p.n * p.c_out * p.h_out * p.w_out];

@@ -6,7 +6,7 @@ use crate::reference::{ACTIVATIONS, Rng, activation_ref, assert_close};
 /// f32 products of up to a few hundred terms against an f64 reference, relative.
 const TOL: f32 = 1e-4;
 
-fn gemm_ref(p: &Gemm, a: &[f32], b: &[f32], c: Option<&[f32]>) -> Vec<f32> {
+pub(crate) fn gemm_ref(p: &Gemm, a: &[f32], b: &[f32], c: Option<&[f32]>) -> Vec<f32> {
     let (m, n, k) = (p.m, p.n, p.k);
     let at = |i: usize, l: usize| {
         if p.trans_a {
@@ -49,7 +49,7 @@ fn check_gemm(p: Gemm, c_len: Option<usize>, seed: u64) {
     );
 }
 
-fn gemm_params(m: usize, n: usize, k: usize) -> Gemm {
+pub(crate) fn gemm_params(m: usize, n: usize, k: usize) -> Gemm {
     Gemm {
         m,
         n,

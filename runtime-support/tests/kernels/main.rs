@@ -12,3 +12,4 @@ mod layout;
 mod norm;
 mod pool;
 mod reference;
+mod threads;

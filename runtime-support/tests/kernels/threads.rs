@@ -1,0 +1,102 @@
+//! Kernels that share their work among a context's threads, run inside
+//! `Threads::install`: against the naive reference (the kernels' own tolerances) and
+//! bit for bit against the same kernel on one thread, since each output element is
+//! still one thread's sum in the same order (only its block differs).
+
+use kiln_runtime::Threads;
+use kiln_runtime::kernels::{conv2d, gemm};
+use kiln_runtime::params::{Activation, Conv2d, Gemm};
+
+use crate::conv::{conv_ref, params};
+use crate::gemm::{gemm_params, gemm_ref};
+use crate::reference::{Rng, activation_ref, assert_bits_eq, assert_close};
+
+/// f32 sums of a few thousand terms against an f64 reference, relative.
+const TOL: f32 = 1e-4;
+
+fn run_conv(p: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], threads: &Threads) -> Vec<f32> {
+    let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
+    let mut scratch = vec![f32::NAN; p.scratch_len()];
+    threads.install(|| conv2d(p, x, w, Some(bias), &mut y, &mut scratch));
+    y
+}
+
+#[test]
+fn conv2d_blocks_and_products_on_several_threads() {
+    let cases = [
+        // im2col: 56×56 positions in many blocks, the remainder joining the last.
+        params(1, 16, [56, 56], 32, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
+        // Two images, two groups, stride 2, fewer positions than one block per thread.
+        params(2, 8, [15, 13], 12, [3, 3], [2, 2], [1, 1], [1, 0, 1, 2], 2),
+        // Pointwise: one product over the plane, split by columns, then by rows.
+        params(1, 64, [28, 28], 96, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 256, [7, 7], 512, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        // Strided 1×1 (through im2col) and a 7×7 stem.
+        params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
+        params(1, 3, [64, 64], 16, [7, 7], [2, 2], [1, 1], [3, 3, 3, 3], 1),
+    ];
+    for (i, base) in cases.into_iter().enumerate() {
+        let p = Conv2d {
+            activation: Activation::Relu,
+            ..base
+        };
+        let mut rng = Rng::new(40 + i as u64);
+        let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1]);
+        let bias = rng.vec(p.c_out);
+        let one = run_conv(&p, &x, &w, &bias, &Threads::default());
+        for n in [2, 3] {
+            let threads = Threads::new(n, p.scratch_len() * 4).unwrap();
+            let got = run_conv(&p, &x, &w, &bias, &threads);
+            let want: Vec<f32> = conv_ref(&p, &x, &w, Some(&bias))
+                .into_iter()
+                .map(|v| activation_ref(p.activation, v))
+                .collect();
+            let what = format!("{p:?} on {n} threads");
+            assert_close(&got, &want, TOL, &what);
+            assert_bits_eq(&got, &one, &what);
+        }
+    }
+}
+
+#[test]
+fn conv2d_falls_back_to_one_thread_when_workers_lack_scratch() {
+    let p = params(1, 8, [20, 20], 8, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1);
+    let mut rng = Rng::new(7);
+    let (x, w, bias) = (rng.vec(8 * 400), rng.vec(8 * 8 * 9), rng.vec(8));
+    let threads = Threads::new(2, p.scratch_len() * 4 - 4).unwrap();
+    let got = run_conv(&p, &x, &w, &bias, &threads);
+    assert_bits_eq(
+        &got,
+        &run_conv(&p, &x, &w, &bias, &Threads::default()),
+        "fallback",
+    );
+}
+
+#[test]
+fn gemm_split_by_rows_and_by_columns() {
+    // m ≥ n splits rows; n > m splits columns in 24-wide tiles, with a ragged end.
+    for (i, (m, n, k)) in [(300, 40, 70), (20, 1001, 64), (64, 64, 64)]
+        .into_iter()
+        .enumerate()
+    {
+        let p = Gemm {
+            c_strides: [n, 1],
+            activation: Activation::Relu,
+            ..gemm_params(m, n, k)
+        };
+        let mut rng = Rng::new(90 + i as u64);
+        let (a, b, c) = (rng.vec(m * k), rng.vec(k * n), rng.vec(m * n));
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; m * n];
+            threads.install(|| gemm(&p, &a, &b, Some(&c), &mut y));
+            y
+        };
+        let one = run(&Threads::default());
+        let threads = Threads::new(2, 0).unwrap();
+        let got = run(&threads);
+        let what = format!("{m}x{n}x{k} on 2 threads");
+        assert_close(&got, &gemm_ref(&p, &a, &b, Some(&c)), TOL, &what);
+        assert_bits_eq(&got, &one, &what);
+    }
+}

@@ -372,6 +372,9 @@ fn entry(m: &Value, dir: &Path, out: &Path, code: &mut String, table: &mut Strin
                  std::hint::black_box(self.model.run_bytes(&mut self.ctx, inputs)?);\n\
                  Ok(())\n\
              }}\n\
+             fn set_threads(&mut self, threads: usize) -> Result<(), kiln_runtime::Error> {{\n\
+                 self.ctx.set_threads(threads)\n\
+             }}\n\
          }}\n\
          fn load_{name}(weights: &str) -> Result<Box<dyn crate::Session>, kiln_runtime::Error> {{\n\
              Ok(Box::new(Session_{name} {{ model: {name}::Model::load(weights)?, ctx: {name}::Context::new() }}))\n\

@@ -107,7 +107,8 @@ pub fn conv2d(
             let product = |cols: Range<usize>, out: faer::MatMut<'_, f32>, unfolded: &[f32]| {
                 let rhs = Operand::rows(unfolded, cols.len()).view(k_len, cols.len());
                 let mut out = out;
-                gemm::product(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
+                // Inside a part of `for_each_with_scratch` this is one thread's product.
+                gemm::product_shared(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
                 vectorize!({
                     for (c, row) in out.row_iter_mut().enumerate() {
                         let row = row.try_as_row_major_mut().expect("rows are contiguous");
@@ -130,14 +131,20 @@ pub fn conv2d(
                 continue;
             }
             // Blocks of output positions are independent: with worker threads, each
-            // unfolds its own into its own scratch.
+            // unfolds its own into its own scratch. Fewer blocks than threads (a late
+            // 7×7 stage is one block) share each block's product instead.
             let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
-            let blocks = Split::new(yg, false, blocks(plane_out, block));
-            threads::for_each_with_scratch(blocks, scratch, |(cols, out), scratch| {
+            let parts = Split::new(yg, false, blocks(plane_out, block));
+            let unfold = |(cols, out): (Range<usize>, _), scratch: &mut [f32]| {
                 let unfolded = &mut scratch[..k_len * cols.len()];
                 im2col(&win, xg, cols.clone(), unfolded);
                 product(cols, out, unfolded);
-            });
+            };
+            if blocks(plane_out, block).count() < threads::current() {
+                parts.for_each(|part| unfold(part, scratch));
+            } else {
+                threads::for_each_with_scratch(parts, scratch, unfold);
+            }
         }
     }
 }

@@ -49,10 +49,8 @@ impl<'a> Operand<'a> {
 /// CPU; only what packing touches becomes resident), allocated on a thread's first
 /// large product and reused afterwards, so later calls allocate nothing
 /// (`tests/no_alloc.rs` checks this). That buffer is working memory outside the arena,
-/// one per thread that runs inference. Under a context with worker threads, a product
-/// of at least [`PARALLEL_MACS`] is cut into one block of `c` per thread along its
-/// longer side (whole rows of `a`, or whole columns of `b`), each a sequential faer
-/// call of its own.
+/// one per thread that runs inference. Under a context with worker threads, large
+/// products are shared among them ([`product_shared`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sgemm(
     m: usize,
@@ -71,7 +69,20 @@ pub(crate) fn sgemm(
     } else {
         faer::Accum::Replace
     };
-    let (a, b) = (a.view(m, k), b.view(k, n));
+    product_shared(dst, accum, a.view(m, k), b.view(k, n), alpha);
+}
+
+/// [`product`], cut into one block of `dst` per thread of the current run along its
+/// longer side (whole rows of `a`, or whole columns of `b`) when it has at least
+/// [`PARALLEL_MACS`].
+pub(crate) fn product_shared(
+    dst: faer::MatMut<'_, f32>,
+    accum: faer::Accum,
+    a: faer::MatRef<'_, f32>,
+    b: faer::MatRef<'_, f32>,
+    alpha: f32,
+) {
+    let (m, n, k) = (a.nrows(), b.ncols(), a.ncols());
     let threads = threads::current();
     if threads == 1 || m * n * k < PARALLEL_MACS {
         return product(dst, accum, a, b, alpha);

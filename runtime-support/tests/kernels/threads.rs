@@ -31,6 +31,8 @@ fn conv2d_blocks_and_products_on_several_threads() {
         // Pointwise: one product over the plane, split by columns, then by rows.
         params(1, 64, [28, 28], 96, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 256, [7, 7], 512, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        // One block of 49 positions: its product is split by rows instead.
+        params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
         // Strided 1×1 (through im2col) and a 7×7 stem.
         params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
         params(1, 3, [64, 64], 16, [7, 7], [2, 2], [1, 1], [3, 3, 3, 3], 1),

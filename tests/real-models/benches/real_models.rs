@@ -1,5 +1,7 @@
 //! Latency and memory of every real model, next to onnxruntime on the same inputs in the
-//! same run, both single-threaded. Prints a markdown table; asserts nothing.
+//! same run, both single-threaded, or both with `KILN_BENCH_THREADS` threads (Kiln's
+//! `Context::set_threads`, onnxruntime's `intra_op_num_threads`). Prints a markdown
+//! table; asserts nothing.
 //!
 //! `cargo bench -p kiln-real-models` (needs testdata/real_models from
 //! `scripts/fetch_real_models.py` and .venv from `scripts/setup-python.sh`).
@@ -33,6 +35,10 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .filter(|&r| r > 0)
         .unwrap_or(20);
+    let threads: usize = std::env::var("KILN_BENCH_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1);
     println!(
         "| model | kiln ms | ort ms | kiln/ort | arena MiB | bound MiB | arena/bound | in-place bound MiB | naive MiB | schedule |"
     );
@@ -57,6 +63,7 @@ fn main() {
             let inputs = module_inputs(m, c)?;
             let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
             let mut s = (c.load)(c.weights).map_err(|e| e.to_string())?;
+            s.set_threads(threads).map_err(|e| e.to_string())?;
             s.run_only(&bytes).map_err(|e| e.to_string())?;
             (0..runs)
                 .map(|_| {
@@ -95,7 +102,7 @@ fn main() {
     if !ratios.is_empty() {
         let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
         println!(
-            "\ngeometric mean kiln/ort: {geo:.2} over {} models ({runs} runs each, single thread)",
+            "\ngeometric mean kiln/ort: {geo:.2} over {} models ({runs} runs each, {threads} thread(s))",
             ratios.len()
         );
     }

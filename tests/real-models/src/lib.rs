@@ -55,6 +55,8 @@ pub trait Session {
     fn run(&mut self, inputs: &[&[u8]]) -> Result<Vec<Vec<u8>>, kiln_runtime::Error>;
     /// Runs once and drops the outputs (what the bench times: no copies).
     fn run_only(&mut self, inputs: &[&[u8]]) -> Result<(), kiln_runtime::Error>;
+    /// Runs with this many threads from now on (`Context::set_threads`).
+    fn set_threads(&mut self, threads: usize) -> Result<(), kiln_runtime::Error>;
 }
 
 /// One case of `dynamic.json`: a model built once over declared ranges, and the points

@@ -4,15 +4,27 @@
 //! same script). Every output must satisfy |kiln − ort| ≤ atol + rtol · |ort| element by
 //! element; the max abs error and the max error relative to the output's scale
 //! (max |ort|) are printed (`cargo test --release -p kiln-real-models -- --nocapture`).
+//! Each model runs in a context of one thread and again in one of two threads
+//! (`Context::set_threads`), against the same outputs and tolerances.
 
 use kiln_real_models::{compare, decode, find, module_inputs, real_models, reference_output};
 
-/// Runs `name` once and compares every output with onnxruntime's.
+/// Runs `name` once on one thread and once on two, and compares every output with
+/// onnxruntime's.
 fn check(name: &str, atol: f64, rtol: f64) {
+    for threads in [1, 2] {
+        check_at(name, threads, atol, rtol);
+    }
+}
+
+fn check_at(name: &str, threads: usize, atol: f64, rtol: f64) {
     let (m, c) = find(name);
     let inputs = module_inputs(m, c).unwrap_or_else(|e| panic!("{e}"));
     let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
     let mut session = (c.load)(c.weights).unwrap_or_else(|e| panic!("{name}: loading: {e}"));
+    session
+        .set_threads(threads)
+        .unwrap_or_else(|e| panic!("{name}: {threads} threads: {e}"));
     let outs = session
         .run(&bytes)
         .unwrap_or_else(|e| panic!("{name}: run: {e}"));
@@ -34,12 +46,12 @@ fn check(name: &str, atol: f64, rtol: f64) {
         let got = decode(got, info.dtype).unwrap_or_else(|e| panic!("{name}: {e}"));
         let e = compare(&got, &want.as_f64(), atol, rtol);
         eprintln!(
-            "{name:<20} {:<32} max abs {:.3e}  max rel (to max |ort|) {:.3e}  worst element at {:.3} of atol {atol:.0e} + rtol {rtol:.0e}·|ort|",
+            "{name:<20} {threads} thr {:<32} max abs {:.3e}  max rel (to max |ort|) {:.3e}  worst element at {:.3} of atol {atol:.0e} + rtol {rtol:.0e}·|ort|",
             info.name, e.max_abs, e.max_rel, e.used
         );
         assert!(
             e.within,
-            "{name}: output `{}` differs from onnxruntime beyond atol {atol:e} + rtol {rtol:e}·|ort|: \
+            "{name} ({threads} threads): output `{}` differs from onnxruntime beyond atol {atol:e} + rtol {rtol:e}·|ort|: \
              max abs {:e}, max rel {:e}",
             info.name, e.max_abs, e.max_rel
         );

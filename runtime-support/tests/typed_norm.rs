@@ -855,6 +855,27 @@ fn lstm_forward_full_inputs() {
         &mut s16,
     );
     close(&widen(&y16), LSTM_FWD_Y, 1e-2);
+    // float32 takes the f32 matrix-vector path for the gates: f32 rounding only.
+    let n = narrow::<f32>;
+    let (mut y32, mut yh32, mut yc32) = (vec![0.0f32; 18], vec![0.0f32; 6], vec![0.0f32; 6]);
+    let mut s32 = vec![f32::NAN; p.scratch_len()];
+    lstm(
+        &p,
+        &n(&x),
+        &n(&w),
+        &n(&r),
+        &n(&b),
+        &n(&h0),
+        &n(&c0),
+        &n(&pp),
+        &mut y32,
+        &mut yh32,
+        &mut yc32,
+        &mut s32,
+    );
+    close(&widen(&y32), LSTM_FWD_Y, 1e-6);
+    close(&widen(&yh32), LSTM_FWD_YH, 1e-6);
+    close(&widen(&yc32), LSTM_FWD_YC, 1e-6);
 }
 
 #[test]

@@ -108,6 +108,16 @@ pub(crate) fn product_shared(
     });
 }
 
+/// `y = m · x` (or `y += m · x` when `accumulate`) for a row-major matrix `m` of
+/// `y.len()` rows: faer's matrix-vector kernel (the LSTM kernel's per-step `W·x` and
+/// `R·h` for every gate).
+pub(crate) fn matvec(m: &[f32], x: &[f32], y: &mut [f32], accumulate: bool) {
+    let (rows, n) = (y.len(), x.len());
+    assert_eq!(m.len(), rows * n, "matvec: shapes");
+    let (a, b) = (Operand::rows(m, n), Operand::rows(x, 1));
+    sgemm(rows, 1, n, 1.0, a, b, y, 1, accumulate);
+}
+
 /// `m × n` row-major `c` with rows `ldc` apart, as a faer view.
 pub(crate) fn row_major_mut(
     c: &mut [f32],

@@ -20,12 +20,12 @@ mod affine;
 mod conv;
 mod conv_transpose;
 mod elementwise;
-mod gemm;
+pub(crate) mod gemm;
 pub(crate) mod index;
 mod layout;
 mod norm;
 mod pool;
-mod simd;
+pub(crate) mod simd;
 mod window;
 
 pub use affine::{channel_affine, channel_affine_inplace};

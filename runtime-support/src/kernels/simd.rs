@@ -156,6 +156,37 @@ pub(crate) fn max(x: &[f32]) -> f32 {
     fold8(x, f32::NEG_INFINITY, f32::max, f32::max)
 }
 
+/// `Σ a[k] · b[k]` over 32 independent partial sums (four 8-lane vectors, so the adds'
+/// latency overlaps), compiled for the CPU's widest SIMD level: the dot products of
+/// the recurrent kernels, called once per gate row and step.
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot: lengths");
+    vectorize!({ dot_inline(a, b) })
+}
+
+#[inline(always)]
+fn dot_inline(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 32;
+    {
+        let mut acc = [0.0f32; LANES];
+        let (a32, b32) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        let (a_tail, b_tail) = (a32.remainder(), b32.remainder());
+        for (x, y) in a32.zip(b32) {
+            for k in 0..LANES {
+                acc[k] += x[k] * y[k];
+            }
+        }
+        for (k, (x, y)) in a_tail.iter().zip(b_tail).enumerate() {
+            acc[k] += x * y;
+        }
+        let mut total = 0.0;
+        for v in acc {
+            total += v;
+        }
+        total
+    }
+}
+
 /// A reduction with eight independent accumulators, combined with `merge` at the end.
 #[inline(always)]
 fn fold8(

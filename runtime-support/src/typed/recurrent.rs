@@ -1,6 +1,7 @@
 //! Recurrent layers over the float element types: ONNX LSTM, GRU and RNN.
 //!
-//! Arithmetic is `f64` within a step; the recurrent state (`H`, and `C` for LSTM)
+//! Arithmetic is `f64` within a step, but for float32 the dot products with `W` and
+//! `R` (nearly all the work) sum in `f32`, vectorised, as onnxruntime's do; the recurrent state (`H`, and `C` for LSTM)
 //! is kept in `T` between steps, in a caller-provided scratch slice (nothing
 //! allocates): `Params::scratch_len()` elements, which the compiler plans in the arena
 //! like any other tensor. The directions run one after the other and share it.
@@ -15,8 +16,12 @@
 //! hidden]`. Weights are always `W [dirs, gates·hidden, input]`, `R [dirs,
 //! gates·hidden, hidden]`, `B [dirs, 2·gates·hidden]` (Wb then Rb).
 
-use super::elem::Elem;
+use std::any::TypeId;
+
 use serde::Serialize;
+
+use super::elem::Elem;
+use crate::kernels::{gemm, simd};
 
 /// An activation function of the recurrent operators (ONNX `activations`, with
 /// `activation_alpha`/`activation_beta` already resolved to their defaults by the
@@ -267,11 +272,14 @@ fn fill_state<T: Elem>(dst: &mut [T], init: &[T], at: usize) {
     }
 }
 
-/// `Σ a[k] · b[k]` in `f64`, over eight independent partial sums: a single running
-/// sum waits on each add's latency, eight keep the vector units busy (the recurrent
-/// kernels spend nearly all their time here).
+/// `Σ a[k] · b[k]`, the recurrent kernels' inner loop: float32 through the vectorised
+/// f32 kernel; other types in `f64`, over eight independent partial sums (a single
+/// running sum waits on each add's latency).
 #[inline]
 fn dot<T: Elem>(a: &[T], b: &[T]) -> f64 {
+    if let (Some(a), Some(b)) = (as_f32(a), as_f32(b)) {
+        return f64::from(simd::dot(a, b));
+    }
     const LANES: usize = 8;
     let mut acc = [0.0f64; LANES];
     let (a8, b8) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -287,6 +295,15 @@ fn dot<T: Elem>(a: &[T], b: &[T]) -> f64 {
         }
     }
     acc.iter().sum::<f64>() + tail
+}
+
+/// `x` as float32 elements, when `T` is `f32`.
+fn as_f32<T: Elem>(x: &[T]) -> Option<&[f32]> {
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice(x))
+}
+
+fn as_f32_mut<T: Elem>(x: &mut [T]) -> Option<&mut [f32]> {
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice_mut(x))
 }
 
 /// `x` clipped to `[-clip, clip]` when `clip` is given.
@@ -316,9 +333,10 @@ pub struct Lstm {
 }
 
 impl Lstm {
-    /// Elements of `T` the `scratch` argument of [`lstm`] holds.
+    /// Elements of `T` the `scratch` argument of [`lstm`] holds: the states, and the
+    /// four gates' products of one batch row (float32 computes them a step at a time).
     pub const fn scratch_len(&self) -> usize {
-        3 * self.batch * self.hidden
+        3 * self.batch * self.hidden + 4 * self.hidden
     }
 
     fn geometry(&self) -> Geometry {
@@ -372,7 +390,7 @@ pub fn lstm<T: Elem>(
     );
     // A build over declared ranges lends the scratch its largest size: use a prefix.
     assert!(scratch.len() >= p.scratch_len(), "lstm: scratch");
-    let scratch = &mut scratch[..p.scratch_len()];
+    let (scratch, gates) = scratch[..p.scratch_len()].split_at_mut(3 * g.batch * h);
     let limit = p.has_clip.then_some(p.clip as f64);
     for d in 0..g.dirs {
         let w = &w[d * 4 * h * input..][..4 * h * input];
@@ -388,10 +406,15 @@ pub fn lstm<T: Elem>(
             &peephole[d * 3 * h..][..3 * h]
         };
         let [fa, ga, ha] = [0, 1, 2].map(|k| p.activations[3 * d + k]);
-        // Pre-activation of gate `k` (0 i, 1 o, 2 f, 3 c) for hidden unit `j`.
-        let pre = |k: usize, j: usize, xr: &[T], hr: &[T]| {
+        // Pre-activation of gate `k` (0 i, 1 o, 2 f, 3 c) for hidden unit `j`: float32
+        // has `W·x + R·h` of every gate in `gates` already, other types sum here.
+        let pre = |k: usize, j: usize, xr: &[T], hr: &[T], gates: &[T]| {
             let row = k * h + j;
-            let mut v = dot(xr, &w[row * input..][..input]) + dot(hr, &r[row * h..][..h]);
+            let mut v = if gates.is_empty() {
+                dot(xr, &w[row * input..][..input]) + dot(hr, &r[row * h..][..h])
+            } else {
+                gates[row].to_f64()
+            };
             if !b.is_empty() {
                 v += b[row].to_f64() + b[4 * h + row].to_f64();
             }
@@ -415,17 +438,25 @@ pub fn lstm<T: Elem>(
             y,
             [&mut *y_h, &mut *y_c],
             |xr, hr, out, c, _| {
+                let gates: &[T] = match (as_f32(w), as_f32(r), as_f32_mut(gates)) {
+                    (Some(w), Some(r), Some(gates32)) => {
+                        gemm::matvec(w, bytemuck::cast_slice(xr), gates32, false);
+                        gemm::matvec(r, bytemuck::cast_slice(hr), gates32, true);
+                        gates
+                    }
+                    _ => &[],
+                };
                 for j in 0..h {
                     let c0 = c[j].to_f64();
-                    let i = fa.apply(clip(pre(0, j, xr, hr) + peep(0, j) * c0, limit));
+                    let i = fa.apply(clip(pre(0, j, xr, hr, gates) + peep(0, j) * c0, limit));
                     let f = if p.input_forget {
                         1.0 - i
                     } else {
-                        fa.apply(clip(pre(2, j, xr, hr) + peep(2, j) * c0, limit))
+                        fa.apply(clip(pre(2, j, xr, hr, gates) + peep(2, j) * c0, limit))
                     };
-                    let ct = ga.apply(clip(pre(3, j, xr, hr), limit));
+                    let ct = ga.apply(clip(pre(3, j, xr, hr, gates), limit));
                     let c1 = f * c0 + i * ct;
-                    let o = fa.apply(clip(pre(1, j, xr, hr) + peep(1, j) * c1, limit));
+                    let o = fa.apply(clip(pre(1, j, xr, hr, gates) + peep(1, j) * c1, limit));
                     c[j] = T::from_f64(c1);
                     out[j] = T::from_f64(o * ha.apply(c1));
                 }

@@ -266,15 +266,21 @@ pub(crate) fn current() -> usize {
     CURRENT.with_borrow(|pool| pool.as_ref().map_or(1, |p| p.threads))
 }
 
+/// Work (multiply-adds, or element operations of like cost) from which a kernel call
+/// is worth sharing among threads: below it, the hand-off (a few microseconds) costs
+/// more than the share it saves.
+pub(crate) const MIN_WORK: usize = 1 << 18;
+
 /// Calls `f` on every item, the items shared out among the current run's threads as
-/// each becomes free; on one thread, in order. Items are the disjoint parts of a
-/// kernel's output (row blocks, channel ranges), so `f` needs no synchronisation.
-pub(crate) fn for_each<I>(items: I, f: impl Fn(I::Item) + Sync)
+/// each becomes free when the call's `work` is at least [`MIN_WORK`]; otherwise on
+/// this thread, in order. Items are the disjoint parts of a kernel's output (row
+/// blocks, planes), so `f` needs no synchronisation.
+pub(crate) fn for_each<I>(items: I, work: usize, f: impl Fn(I::Item) + Sync)
 where
     I: Iterator + Send,
     I::Item: Send,
 {
-    for_each_with_scratch(items, &mut [], |item, _| f(item));
+    for_each_with_scratch(items, work, &mut [], |item, _| f(item));
 }
 
 /// [`for_each`] where each part needs working memory: `f` gets `scratch` (the
@@ -282,6 +288,7 @@ where
 /// worker. Runs on one thread when the workers hold less than `scratch.len()`.
 pub(crate) fn for_each_with_scratch<I>(
     items: I,
+    work: usize,
     scratch: &mut [f32],
     f: impl Fn(I::Item, &mut [f32]) + Sync,
 ) where
@@ -293,7 +300,7 @@ pub(crate) fn for_each_with_scratch<I>(
     let restore = Restore(CURRENT.with(|c| c.borrow_mut().take()));
     let len = scratch.len();
     match &restore.0 {
-        Some(pool) if pool.scratch_len >= len => {
+        Some(pool) if pool.scratch_len >= len && work >= MIN_WORK => {
             let items = Mutex::new(items);
             let next = || items.lock().unwrap_or_else(PoisonError::into_inner).next();
             pool.run(scratch, &|scratch| {
@@ -320,7 +327,7 @@ mod tests {
         for round in 1..=50 {
             threads.install(|| {
                 assert_eq!(current(), 3);
-                for_each(data.chunks_mut(7), |chunk| {
+                for_each(data.chunks_mut(7), MIN_WORK, |chunk| {
                     seen.lock().unwrap().insert(std::thread::current().id());
                     chunk.iter_mut().for_each(|x| *x += 1);
                 });
@@ -338,9 +345,9 @@ mod tests {
         let threads = Threads::new(2, 0).unwrap();
         let sum = Mutex::new(0);
         threads.install(|| {
-            for_each(0..8, |_| {
+            for_each(0..8, MIN_WORK, |_| {
                 assert_eq!(current(), 1);
-                for_each(0..4, |i| *sum.lock().unwrap() += i);
+                for_each(0..4, MIN_WORK, |i| *sum.lock().unwrap() += i);
             });
             assert_eq!(current(), 2);
         });
@@ -352,7 +359,7 @@ mod tests {
         let threads = Threads::new(2, 0).unwrap();
         let caught = panic::catch_unwind(AssertUnwindSafe(|| {
             threads.install(|| {
-                for_each(0..64, |i| {
+                for_each(0..64, MIN_WORK, |i| {
                     if i % 2 == 1 {
                         panic!("item {i}");
                     }
@@ -363,7 +370,7 @@ mod tests {
         assert_eq!(current(), 1);
         let mut sum = 0u64;
         let total = Mutex::new(&mut sum);
-        threads.install(|| for_each(0..100u64, |i| **total.lock().unwrap() += i));
+        threads.install(|| for_each(0..100u64, MIN_WORK, |i| **total.lock().unwrap() += i));
         assert_eq!(sum, 4950);
     }
 
@@ -373,24 +380,40 @@ mod tests {
         let mut out = vec![0u32; 64];
         let mut scratch = vec![0.0f32; 16];
         threads.install(|| {
-            for_each_with_scratch(out.chunks_mut(4), &mut scratch, |part, scratch| {
-                assert_eq!(scratch.len(), 16);
-                // Another thread writing the same scratch would break this.
-                scratch.fill(part.as_ptr() as usize as f32);
-                std::thread::yield_now();
-                let mark = part.as_ptr() as usize as f32;
-                assert!(scratch.iter().all(|&x| x == mark));
-                part.fill(1);
-            })
+            for_each_with_scratch(
+                out.chunks_mut(4),
+                MIN_WORK,
+                &mut scratch,
+                |part, scratch| {
+                    assert_eq!(scratch.len(), 16);
+                    // Another thread writing the same scratch would break this.
+                    scratch.fill(part.as_ptr() as usize as f32);
+                    std::thread::yield_now();
+                    let mark = part.as_ptr() as usize as f32;
+                    assert!(scratch.iter().all(|&x| x == mark));
+                    part.fill(1);
+                },
+            )
         });
         assert!(out.iter().all(|&x| x == 1));
         // More scratch than the workers hold: the parts run on the calling thread.
         let mut big = vec![0.0f32; 17];
         let caller = std::thread::current().id();
         threads.install(|| {
-            for_each_with_scratch(0..32, &mut big, |_, scratch| {
+            for_each_with_scratch(0..32, MIN_WORK, &mut big, |_, scratch| {
                 assert_eq!(scratch.len(), 17);
                 assert_eq!(std::thread::current().id(), caller);
+            })
+        });
+    }
+
+    #[test]
+    fn small_work_stays_on_the_calling_thread() {
+        let threads = Threads::new(2, 0).unwrap();
+        let caller = std::thread::current().id();
+        threads.install(|| {
+            for_each(0..64, MIN_WORK - 1, |_| {
+                assert_eq!(std::thread::current().id(), caller)
             })
         });
     }
@@ -401,7 +424,7 @@ mod tests {
         assert_eq!(threads.count(), 1);
         assert!(threads.workers.is_empty());
         let order = Mutex::new(Vec::new());
-        threads.install(|| for_each(0..5, |i| order.lock().unwrap().push(i)));
+        threads.install(|| for_each(0..5, MIN_WORK, |i| order.lock().unwrap().push(i)));
         assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
     }
 }

@@ -143,7 +143,8 @@ pub fn conv2d(
             if blocks(plane_out, block).count() < threads::current() {
                 parts.for_each(|part| unfold(part, scratch));
             } else {
-                threads::for_each_with_scratch(parts, scratch, unfold);
+                let macs = c_out_g * plane_out * k_len;
+                threads::for_each_with_scratch(parts, macs, scratch, unfold);
             }
         }
     }
@@ -267,27 +268,47 @@ fn depthwise(
     } else {
         window(p)
     };
-    // The zero columns stay zero: each plane writes only between them.
-    scratch.fill(0.0);
-    vectorize!({
-        let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
-        for (i, (x, out)) in planes.enumerate() {
+    // Planes are independent: with worker threads, each thread takes whole planes,
+    // bordering them in its own scratch.
+    let macs = y.len() * taps;
+    let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
+    threads::for_each_with_scratch(
+        planes.enumerate(),
+        macs,
+        scratch,
+        |(i, (x, out)), scratch| {
             let c = i % p.c_out;
             let wc = &w[c * taps..][..taps];
-            let plane = if bordered {
-                for (r, row) in x.chunks_exact(p.w_in).enumerate() {
-                    scratch[r * w_pad + left..][..p.w_in].copy_from_slice(row);
+            vectorize!({
+                let plane = if bordered {
+                    border(x, p.w_in, [left, right], scratch);
+                    &scratch[..]
+                } else {
+                    x
+                };
+                for (oh, row) in out.chunks_exact_mut(p.w_out).enumerate() {
+                    depthwise_row(&win, plane, wc, oh, row, bordered);
+                    bias_activate(p.activation, bias.map_or(0.0, |b| b[c]), row);
                 }
-                &scratch[..]
-            } else {
-                x
-            };
-            for (oh, row) in out.chunks_exact_mut(p.w_out).enumerate() {
-                depthwise_row(&win, plane, wc, oh, row, bordered);
-                bias_activate(p.activation, bias.map_or(0.0, |b| b[c]), row);
-            }
-        }
-    });
+            });
+        },
+    );
+}
+
+/// Copies plane `x` (rows `w_in` wide) into `out` between `pads[0]` zero columns on
+/// the left and `pads[1]` on the right of each row, and zeroes the slack after the
+/// last row. Everything it writes is rewritten for every plane, so `out` may hold
+/// anything before (a worker's scratch holds another kernel's data).
+#[inline(always)]
+fn border(x: &[f32], w_in: usize, [left, right]: [usize; 2], out: &mut [f32]) {
+    let w_pad = left + w_in + right;
+    let rows = x.len() / w_in;
+    for (row, padded) in x.chunks_exact(w_in).zip(out.chunks_exact_mut(w_pad)) {
+        padded[..left].fill(0.0);
+        padded[left..left + w_in].copy_from_slice(row);
+        padded[left + w_in..].fill(0.0);
+    }
+    out[rows * w_pad..].fill(0.0);
 }
 
 /// Output positions computed together in registers by [`depthwise_row`].

@@ -74,7 +74,7 @@ pub(crate) fn sgemm(
 
 /// [`product`], cut into one block of `dst` per thread of the current run along its
 /// longer side (whole rows of `a`, or whole columns of `b`) when it has at least
-/// [`PARALLEL_MACS`].
+/// [`threads::MIN_WORK`] multiply-adds.
 pub(crate) fn product_shared(
     dst: faer::MatMut<'_, f32>,
     accum: faer::Accum,
@@ -84,7 +84,7 @@ pub(crate) fn product_shared(
 ) {
     let (m, n, k) = (a.nrows(), b.ncols(), a.ncols());
     let threads = threads::current();
-    if threads == 1 || m * n * k < PARALLEL_MACS {
+    if threads == 1 || m * n * k < threads::MIN_WORK {
         return product(dst, accum, a, b, alpha);
     }
     let by_rows = m >= n;
@@ -98,7 +98,7 @@ pub(crate) fn product_shared(
     let ranges = (0..long)
         .step_by(step)
         .map(move |at| at..(at + step).min(long));
-    threads::for_each(Split::new(dst, by_rows, ranges), |(at, dst)| {
+    threads::for_each(Split::new(dst, by_rows, ranges), m * n * k, |(at, dst)| {
         let (a, b) = if by_rows {
             (a.subrows(at.start, at.len()), b)
         } else {
@@ -143,10 +143,6 @@ pub(crate) fn product(
     faer::linalg::matmul::matmul(dst, accum, a, b, alpha, faer::Par::Seq);
     clear_upper_registers();
 }
-
-/// Multiply-adds from which a product is worth sharing among threads: below it, the
-/// hand-off (a few microseconds) costs more than the half it saves.
-const PARALLEL_MACS: usize = 1 << 18;
 
 /// A matrix cut into consecutive blocks of rows (or columns), disjoint views that
 /// threads can write at once, each with its row (column) range.

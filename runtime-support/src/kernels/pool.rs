@@ -5,6 +5,7 @@ use super::simd::{self, vectorize};
 use super::window::{Axis, Window, accumulate};
 use crate::arena::Overlapped;
 use crate::params::{Pool2d, PoolKind, ReduceMean};
+use crate::threads;
 
 /// ONNX MaxPool / AveragePool. Windows are clipped to the input; a max over a window
 /// that lies wholly in the padding is `-inf`. The average divides by the number of
@@ -19,10 +20,11 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
         return;
     }
     let win = window(p);
-    vectorize!({
-        for (x, out) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
-            pool_plane(p, &win, x, out);
-        }
+    // Planes are independent: with worker threads, each thread takes whole planes.
+    let work = y.len() * p.kernel[0] * p.kernel[1];
+    let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
+    threads::for_each(planes, work, |(x, out)| {
+        vectorize!({ pool_plane(p, &win, x, out) })
     });
 }
 

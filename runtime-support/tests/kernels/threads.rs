@@ -1,11 +1,12 @@
 //! Kernels that share their work among a context's threads, run inside
 //! `Threads::install`: against the naive reference (the kernels' own tolerances) and
 //! bit for bit against the same kernel on one thread, since each output element is
-//! still one thread's sum in the same order (only its block differs).
+//! still one thread's sum in the same order (only its block differs). Every case
+//! has at least `MIN_WORK` (2^18) multiply-adds, so it is really shared.
 
 use kiln_runtime::Threads;
-use kiln_runtime::kernels::{conv2d, gemm};
-use kiln_runtime::params::{Activation, Conv2d, Gemm};
+use kiln_runtime::kernels::{conv2d, gemm, pool2d};
+use kiln_runtime::params::{Activation, Conv2d, Gemm, Pool2d, PoolKind};
 
 use crate::conv::{conv_ref, params};
 use crate::gemm::{gemm_params, gemm_ref};
@@ -33,6 +34,31 @@ fn conv2d_blocks_and_products_on_several_threads() {
         params(1, 256, [7, 7], 512, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         // One block of 49 positions: its product is split by rows instead.
         params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
+        // Depthwise: planes shared out, padded ones bordered in each thread's scratch
+        // (3×3 stride 1, 5×5 stride 2 with asymmetric pads, unpadded 3×3).
+        params(
+            1,
+            64,
+            [28, 28],
+            64,
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1, 1, 1],
+            64,
+        ),
+        params(
+            2,
+            48,
+            [19, 17],
+            48,
+            [5, 5],
+            [2, 2],
+            [1, 1],
+            [2, 1, 2, 3],
+            48,
+        ),
+        params(1, 96, [28, 28], 96, [3, 3], [1, 1], [1, 1], [0; 4], 96),
         // Strided 1×1 (through im2col) and a 7×7 stem.
         params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
         params(1, 3, [64, 64], 16, [7, 7], [2, 2], [1, 1], [3, 3, 3, 3], 1),
@@ -73,6 +99,46 @@ fn conv2d_falls_back_to_one_thread_when_workers_lack_scratch() {
         &run_conv(&p, &x, &w, &bias, &Threads::default()),
         "fallback",
     );
+}
+
+#[test]
+fn pooling_planes_on_several_threads() {
+    let cases = [
+        (PoolKind::Max, [3, 3], [2, 2], [1, 1, 1, 1]),
+        (
+            PoolKind::Average {
+                count_include_pad: false,
+            },
+            [3, 3],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+    ];
+    for (kind, kernel, stride, pads) in cases {
+        let (c, hw) = (64, 56);
+        let out = |i: usize| (hw + pads[i] + pads[i + 2] - kernel[i]) / stride[i] + 1;
+        let p = Pool2d {
+            n: 1,
+            c,
+            h_in: hw,
+            w_in: hw,
+            h_out: out(0),
+            w_out: out(1),
+            kernel,
+            stride,
+            dilation: [1, 1],
+            pads,
+            kind,
+        };
+        let x = Rng::new(5).vec(c * hw * hw);
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; c * p.h_out * p.w_out];
+            threads.install(|| pool2d(&p, &x, &mut y));
+            y
+        };
+        let one = run(&Threads::default());
+        assert_bits_eq(&run(&Threads::new(2, 0).unwrap()), &one, &format!("{p:?}"));
+    }
 }
 
 #[test]

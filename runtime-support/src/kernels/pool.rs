@@ -69,24 +69,70 @@ fn window(p: &Pool2d) -> Window {
 #[inline(always)]
 fn pool_plane(p: &Pool2d, win: &Window, x: &[f32], out: &mut [f32]) {
     match p.kind {
-        PoolKind::Max => {
-            out.fill(f32::NEG_INFINITY);
-            win.for_each_tap(
-                x,
-                out,
-                #[inline(always)]
-                |_, out, input| accumulate(out, input, f32::max),
-            );
-        }
+        PoolKind::Max => reduce_plane(win, x, out, f32::NEG_INFINITY, f32::max),
         PoolKind::Average { count_include_pad } => {
-            out.fill(0.0);
-            win.for_each_tap(
-                x,
-                out,
-                #[inline(always)]
-                |_, out, input| accumulate(out, input, |o, v| o + v),
-            );
+            reduce_plane(win, x, out, 0.0, |a, b| a + b);
             divide_by_count(win, count_include_pad, out);
+        }
+    }
+}
+
+/// Widest input row [`reduce_plane`] reduces through its stack buffer.
+const ROW_MAX: usize = 1024;
+
+/// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside the plane.
+/// Max and sum are separable: for each output row, the rows its window covers are
+/// first reduced into one (contiguous, vectorised), then each output reduces its
+/// window's columns of that row (`kh + kw` steps per output instead of `kh · kw`,
+/// where a tap-by-tap walk spent its time in per-tap set-up on small planes). Rows
+/// wider than [`ROW_MAX`] go tap by tap.
+#[inline(always)]
+fn reduce_plane(
+    win: &Window,
+    x: &[f32],
+    out: &mut [f32],
+    identity: f32,
+    f: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    let (h, w) = (&win.h, &win.w);
+    if w.in_len > ROW_MAX {
+        out.fill(identity);
+        return win.for_each_tap(
+            x,
+            out,
+            #[inline(always)]
+            |_, out, input| accumulate(out, input, f),
+        );
+    }
+    let mut buf = [0.0f32; ROW_MAX];
+    let rows = &mut buf[..w.in_len];
+    // Outputs whose every column tap lies inside the row.
+    let inner = {
+        let (first, last) = (w.outputs_for_tap(0), w.outputs_for_tap(w.kernel - 1));
+        first.start.max(last.start)..first.end.min(last.end).max(first.start.max(last.start))
+    };
+    for (oh, out_row) in out.chunks_exact_mut(w.out_len).enumerate() {
+        rows.fill(identity);
+        for ki in h.taps_inside(oh) {
+            let ih = h.input_pos(oh, ki) as usize;
+            for (r, &v) in rows.iter_mut().zip(&x[ih * w.in_len..][..w.in_len]) {
+                *r = f(*r, v);
+            }
+        }
+        let rows = &*rows;
+        let window = |ow: usize, taps: std::ops::Range<usize>| {
+            let mut acc = identity;
+            for kj in taps {
+                acc = f(acc, rows[w.input_pos(ow, kj) as usize]);
+            }
+            acc
+        };
+        for (ow, o) in out_row.iter_mut().enumerate() {
+            *o = if inner.contains(&ow) {
+                window(ow, 0..w.kernel)
+            } else {
+                window(ow, w.taps_inside(ow))
+            };
         }
     }
 }

@@ -182,6 +182,20 @@ fn pools_match_reference() {
             params(kind, 1, [1, 1], [2, 2], [2, 2], [1, 1], [0, 0, 1, 1], true),
             s + 7,
         );
+        // Rows wider than the separable path's buffer (1024) go tap by tap.
+        check(
+            params(
+                kind,
+                1,
+                [3, 1030],
+                [2, 3],
+                [1, 2],
+                [1, 1],
+                [0, 1, 1, 1],
+                false,
+            ),
+            s + 8,
+        );
     }
 }
 

@@ -131,21 +131,46 @@ pub fn conv2d(
                 continue;
             }
             // Blocks of output positions are independent: with worker threads, each
-            // unfolds its own into its own scratch. Fewer blocks than threads (a late
+            // thread takes a run of consecutive blocks (one per thread: neighbouring
+            // blocks on different cores would share the cache lines where rows meet)
+            // and unfolds them into its own scratch. Fewer blocks than threads (a late
             // 7×7 stage is one block) share each block's product instead.
             let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
-            let parts = Split::new(yg, false, blocks(plane_out, block));
+            let n_blocks = blocks(plane_out, block).count();
+            let threads = threads::current();
             let unfold = |(cols, out): (Range<usize>, _), scratch: &mut [f32]| {
                 let unfolded = &mut scratch[..k_len * cols.len()];
                 im2col(&win, xg, cols.clone(), unfolded);
                 product(cols, out, unfolded);
             };
-            if blocks(plane_out, block).count() < threads::current() {
-                parts.for_each(|part| unfold(part, scratch));
-            } else {
-                let macs = c_out_g * plane_out * k_len;
-                threads::for_each_with_scratch(parts, macs, scratch, unfold);
+            if n_blocks < threads {
+                Split::new(yg, false, blocks(plane_out, block))
+                    .for_each(|part| unfold(part, scratch));
+                continue;
             }
+            // Thread `t` takes blocks `t * n_blocks / threads ..`, as column ranges.
+            let block_start = |b: usize| {
+                blocks(plane_out, block)
+                    .nth(b)
+                    .map_or(plane_out, |r| r.start)
+            };
+            let runs = (0..threads).map(|t| {
+                block_start(t * n_blocks / threads)..block_start((t + 1) * n_blocks / threads)
+            });
+            let macs = c_out_g * plane_out * k_len;
+            threads::for_each_with_scratch(
+                Split::new(yg, false, runs),
+                macs,
+                scratch,
+                |(run, out), scratch| {
+                    let local = blocks(plane_out, block)
+                        .filter(|b| run.contains(&b.start))
+                        .map(|b| b.start - run.start..b.end - run.start);
+                    for (cols, out) in Split::new(out, false, local) {
+                        unfold((cols.start + run.start..cols.end + run.start, out), scratch);
+                    }
+                },
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Pooling: 2-D max/average pooling over NCHW, and the mean over the innermost axis
 //! that GlobalAveragePool becomes.
 
+use super::elementwise::Row;
 use super::simd::{self, vectorize};
 use super::window::{Axis, Window, accumulate};
 use crate::arena::Overlapped;
@@ -120,19 +121,22 @@ fn reduce_plane(
             }
         }
         let rows = &*rows;
-        let window = |ow: usize, taps: std::ops::Range<usize>| {
+        // Edges tap by tap; the inner outputs one tap at a time over the whole run
+        // (a contiguous or strided slice operation, vectorised).
+        for ow in (0..inner.start).chain(inner.end..w.out_len) {
             let mut acc = identity;
-            for kj in taps {
+            for kj in w.taps_inside(ow) {
                 acc = f(acc, rows[w.input_pos(ow, kj) as usize]);
             }
-            acc
-        };
-        for (ow, o) in out_row.iter_mut().enumerate() {
-            *o = if inner.contains(&ow) {
-                window(ow, 0..w.kernel)
-            } else {
-                window(ow, w.taps_inside(ow))
-            };
+            out_row[ow] = acc;
+        }
+        let run = &mut out_row[inner.clone()];
+        run.fill(identity);
+        if !run.is_empty() {
+            for kj in 0..w.kernel {
+                let start = w.input_pos(inner.start, kj) as usize;
+                accumulate(run, Row::strided(&rows[start..], w.stride, run.len()), f);
+            }
         }
     }
 }

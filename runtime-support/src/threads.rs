@@ -50,14 +50,21 @@ struct Pool {
     done: Condvar,
     /// `state.epoch`, readable without the lock so that idle workers can spin on it.
     epoch: AtomicU64,
-    /// Workers that have not finished the current job; the caller spins on it.
-    pending: AtomicUsize,
+    /// `state.finished`, readable without the lock so that the caller can spin on it.
+    finished: AtomicUsize,
 }
 
 struct State {
     /// Incremented once per job.
     epoch: u64,
+    /// The current job while workers may still join it.
     job: Option<Job>,
+    /// Workers that joined the current job before the caller closed it, and those of
+    /// them that have finished: the caller waits for exactly these. A worker that
+    /// wakes after the caller ran out of parts finds the job closed and skips it, so a
+    /// small job never waits for a sleeping worker to be scheduled.
+    joined: usize,
+    finished: usize,
     /// The first panic a worker met in the current job, re-raised by the caller.
     panic: Option<Box<dyn Any + Send>>,
     /// Workers asleep on `wake`: a job needs a wake-up call only when there are some.
@@ -95,6 +102,8 @@ impl Threads {
             state: Mutex::new(State {
                 epoch: 0,
                 job: None,
+                joined: 0,
+                finished: 0,
                 panic: None,
                 sleepers: 0,
                 caller_waiting: false,
@@ -103,7 +112,7 @@ impl Threads {
             wake: Condvar::new(),
             done: Condvar::new(),
             epoch: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
+            finished: AtomicUsize::new(0),
         });
         let mut this = Threads {
             pool: Some(pool.clone()),
@@ -169,20 +178,22 @@ impl Pool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Calls `job` once on every thread of the pool, this one included (with
-    /// `scratch`), and returns when all calls have returned. A panic in any call is
-    /// re-raised here.
+    /// Calls `job` on this thread (with `scratch`) and on every worker that joins
+    /// before this thread's call returns, and returns when all those calls have
+    /// returned. A panic in any call is re-raised here.
     fn run(&self, scratch: &mut [f32], job: &(dyn Fn(&mut [f32]) + Sync)) {
-        // SAFETY: the workers call the closure only between its publication below and
-        // their decrement of `pending`; this function neither returns nor unwinds (the
-        // caller's own call is caught) before `pending` is zero and the job withdrawn,
-        // so the borrow outlives every use. `Fn + Sync` makes calls from several
-        // threads at once sound.
+        // SAFETY: a worker copies the closure out of `state.job` only while joining,
+        // under the lock, and drops its copy before it reports `finished`; this
+        // function withdraws the job, then neither returns nor unwinds (its own call is
+        // caught) before every worker that joined has finished, so the borrow outlives
+        // every use. `Fn + Sync` makes calls from several threads at once sound.
         let job: Job = unsafe { std::mem::transmute(job) };
-        self.pending.store(self.threads - 1, Ordering::Relaxed);
         let sleepers = {
             let mut state = self.lock();
             state.job = Some(job);
+            state.joined = 0;
+            state.finished = 0;
+            self.finished.store(0, Ordering::Relaxed);
             state.epoch += 1;
             self.epoch.store(state.epoch, Ordering::Release);
             state.sleepers
@@ -191,21 +202,26 @@ impl Pool {
             self.wake.notify_all();
         }
         let own = panic::catch_unwind(AssertUnwindSafe(|| job(scratch)));
+        // This thread found no part left: close the job to workers not yet in it.
+        let joined = {
+            let mut state = self.lock();
+            state.job = None;
+            state.joined
+        };
         let mut spins = 0;
-        while self.pending.load(Ordering::Acquire) > 0 && spins < SPIN {
+        while self.finished.load(Ordering::Acquire) < joined && spins < SPIN {
             std::hint::spin_loop();
             spins += 1;
         }
         let mut state = self.lock();
         state.caller_waiting = true;
-        while self.pending.load(Ordering::Acquire) > 0 {
+        while state.finished < joined {
             state = self
                 .done
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
         state.caller_waiting = false;
-        state.job = None;
         let worker_panic = state.panic.take();
         drop(state);
         if let Err(payload) = own {
@@ -216,8 +232,8 @@ impl Pool {
         }
     }
 
-    /// A worker's life: wait for a job, run it on its own scratch, report, until
-    /// shutdown. The scratch is allocated once, here.
+    /// A worker's life: wait for a job, join it unless it is closed, run it on its own
+    /// scratch, report, until shutdown. The scratch is allocated once, here.
     fn work(&self) {
         let mut scratch = vec![0.0f32; self.scratch_len];
         let mut seen = 0;
@@ -242,20 +258,19 @@ impl Pool {
             }
             seen = state.epoch;
             let Some(job) = state.job else {
-                unreachable!("a new epoch always publishes a job")
+                continue; // closed before this worker woke
             };
+            state.joined += 1;
             drop(state);
             let result = panic::catch_unwind(AssertUnwindSafe(|| job(&mut scratch)));
+            let mut state = self.lock();
             if let Err(payload) = result {
-                self.lock().panic.get_or_insert(payload);
+                state.panic.get_or_insert(payload);
             }
-            if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                // Under the lock: the caller either sees `pending` at zero before it
-                // sleeps, or is asleep already and gets this call.
-                let state = self.lock();
-                if state.caller_waiting {
-                    self.done.notify_one();
-                }
+            state.finished += 1;
+            self.finished.store(state.finished, Ordering::Release);
+            if state.caller_waiting && state.finished == state.joined {
+                self.done.notify_one();
             }
         }
     }
@@ -335,9 +350,38 @@ mod tests {
             assert!(data.iter().all(|&x| x == round));
         }
         assert_eq!(current(), 1, "install restores the calling thread's pool");
-        // Not guaranteed in one round, but over 50 rounds of 143 items a worker that
-        // never took an item would mean the pool does not work.
-        assert!(seen.lock().unwrap().len() > 1);
+    }
+
+    #[test]
+    fn workers_take_parts_of_a_long_job() {
+        let threads = Threads::new(2, 0).unwrap();
+        let seen = Mutex::new(std::collections::HashSet::new());
+        // Alone, this thread would take 20 ms: a worker woken at the start joins
+        // long before (a worker that never did would mean the pool does not work).
+        threads.install(|| {
+            for_each(0..40, MIN_WORK, |_| {
+                seen.lock().unwrap().insert(std::thread::current().id());
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            })
+        });
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_short_job_does_not_wait_for_a_sleeping_worker() {
+        let threads = Threads::new(2, 0).unwrap();
+        // Let the worker fall asleep, then run jobs the caller finishes alone at once:
+        // each must return whether or not the worker has woken (it skips closed jobs).
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let count = AtomicUsize::new(0);
+        for _ in 0..100 {
+            threads.install(|| {
+                for_each(0..1, MIN_WORK, |_| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                })
+            });
+        }
+        assert_eq!(count.load(Ordering::Relaxed), 100);
     }
 
     #[test]

@@ -876,6 +876,40 @@ fn lstm_forward_full_inputs() {
     close(&widen(&y32), LSTM_FWD_Y, 1e-6);
     close(&widen(&yh32), LSTM_FWD_YH, 1e-6);
     close(&widen(&yc32), LSTM_FWD_YC, 1e-6);
+    // Without the peephole, float32 takes the vectorised cell (σ and tanh over whole
+    // gate vectors, biases added in f32): against the f64 path of the same kernel.
+    let (mut y64, mut y32) = (vec![0.0f64; 18], vec![0.0f32; 18]);
+    let (mut yc64, mut yc32) = (vec![0.0f64; 6], vec![0.0f32; 6]);
+    lstm(
+        &p,
+        &x,
+        &w,
+        &r,
+        &b,
+        &h0,
+        &c0,
+        &[],
+        &mut y64,
+        &mut [],
+        &mut yc64,
+        &mut scratch,
+    );
+    lstm(
+        &p,
+        &n(&x),
+        &n(&w),
+        &n(&r),
+        &n(&b),
+        &n(&h0),
+        &n(&c0),
+        &[],
+        &mut y32,
+        &mut [],
+        &mut yc32,
+        &mut s32,
+    );
+    close(&widen(&y32), &y64, 1e-6);
+    close(&widen(&yc32), &yc64, 1e-6);
 }
 
 #[test]
@@ -913,6 +947,27 @@ fn lstm_bidirectional_batch_major() {
     close(&y, LSTM_BI_Y, 1e-12);
     close(&yh, LSTM_BI_YH, 1e-12);
     close(&yc, LSTM_BI_YC, 1e-12);
+    // float32: the vectorised cell, both directions, batch-major.
+    let n = narrow::<f32>;
+    let (mut y, mut yh, mut yc) = (vec![0.0f32; 36], vec![0.0f32; 12], vec![0.0f32; 12]);
+    let mut scratch = vec![f32::NAN; p.scratch_len()];
+    lstm(
+        &p,
+        &n(&xb),
+        &n(&w),
+        &n(&r),
+        &[],
+        &[],
+        &[],
+        &[],
+        &mut y,
+        &mut yh,
+        &mut yc,
+        &mut scratch,
+    );
+    close(&widen(&y), LSTM_BI_Y, 1e-6);
+    close(&widen(&yh), LSTM_BI_YH, 1e-6);
+    close(&widen(&yc), LSTM_BI_YC, 1e-6);
 }
 
 #[test]

@@ -21,7 +21,8 @@ use std::any::TypeId;
 use serde::Serialize;
 
 use super::elem::Elem;
-use crate::kernels::{gemm, simd};
+use crate::kernels::{gemm, simd, unary, unary_inplace};
+use crate::params::Unary;
 
 /// An activation function of the recurrent operators (ONNX `activations`, with
 /// `activation_alpha`/`activation_beta` already resolved to their defaults by the
@@ -297,6 +298,40 @@ fn dot<T: Elem>(a: &[T], b: &[T]) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
+/// One LSTM cell step in float32 with the default activations, no clip and no
+/// peephole, over whole gate vectors (vectorised σ and tanh): `gates` holds
+/// `W·x + R·h` for `i, o, f, c` and becomes the activated gates; `b` is `Wb, Rb`
+/// (empty: none); `c` is updated in place and `h` written.
+fn cell_f32(gates: &mut [f32], b: &[f32], c: &mut [f32], h: &mut [f32], input_forget: bool) {
+    let n = c.len();
+    if !b.is_empty() {
+        let (wb, rb) = b.split_at(4 * n);
+        for ((g, wb), rb) in gates.iter_mut().zip(wb).zip(rb) {
+            *g += wb + rb;
+        }
+    }
+    let (i, rest) = gates.split_at_mut(n);
+    let (o, rest) = rest.split_at_mut(n);
+    let (f, ct) = rest.split_at_mut(n);
+    unary_inplace(Unary::Sigmoid, i);
+    unary_inplace(Unary::Sigmoid, o);
+    if input_forget {
+        for (f, i) in f.iter_mut().zip(&*i) {
+            *f = 1.0 - i;
+        }
+    } else {
+        unary_inplace(Unary::Sigmoid, f);
+    }
+    unary_inplace(Unary::Tanh, ct);
+    for (((c, f), i), ct) in c.iter_mut().zip(&*f).zip(&*i).zip(&*ct) {
+        *c = f * *c + i * ct;
+    }
+    unary(Unary::Tanh, c, h);
+    for (h, o) in h.iter_mut().zip(&*o) {
+        *h *= o;
+    }
+}
+
 /// `x` as float32 elements, when `T` is `f32`.
 fn as_f32<T: Elem>(x: &[T]) -> Option<&[f32]> {
     (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice(x))
@@ -406,6 +441,15 @@ pub fn lstm<T: Elem>(
             &peephole[d * 3 * h..][..3 * h]
         };
         let [fa, ga, ha] = [0, 1, 2].map(|k| p.activations[3 * d + k]);
+        // The usual cell (σ, tanh, tanh; no clip, no peephole) in f32: `cell_f32`.
+        let default_cell = (fa, ga, ha)
+            == (
+                RnnActivation::Sigmoid,
+                RnnActivation::Tanh,
+                RnnActivation::Tanh,
+            )
+            && limit.is_none()
+            && pp.is_empty();
         // Pre-activation of gate `k` (0 i, 1 o, 2 f, 3 c) for hidden unit `j`: float32
         // has `W·x + R·h` of every gate in `gates` already, other types sum here.
         let pre = |k: usize, j: usize, xr: &[T], hr: &[T], gates: &[T]| {
@@ -442,6 +486,19 @@ pub fn lstm<T: Elem>(
                     (Some(w), Some(r), Some(gates32)) => {
                         gemm::matvec(w, bytemuck::cast_slice(xr), gates32, false);
                         gemm::matvec(r, bytemuck::cast_slice(hr), gates32, true);
+                        if default_cell {
+                            let (c, out) = (as_f32_mut(c), as_f32_mut(out));
+                            let (Some(c), Some(out)) = (c, out) else {
+                                unreachable!("T is f32")
+                            };
+                            return cell_f32(
+                                gates32,
+                                as_f32(b).unwrap_or(&[]),
+                                c,
+                                out,
+                                p.input_forget,
+                            );
+                        }
                         gates
                     }
                     _ => &[],

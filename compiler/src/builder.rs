@@ -83,6 +83,13 @@ impl Builder {
         self
     }
 
+    /// Whether 3×3 stride-1 convolutions may run as Winograd F(2×2, 3×3) on the CPU
+    /// (default `true`; see [`crate::Options::winograd`]).
+    pub fn winograd(mut self, yes: bool) -> Self {
+        self.options.winograd = yes;
+        self
+    }
+
     /// Embed the weights with `include_bytes!` (default) or load them at run time.
     pub fn weights(mut self, mode: WeightsMode) -> Self {
         self.options.weights = mode;

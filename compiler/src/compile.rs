@@ -68,6 +68,11 @@ pub struct Options {
     /// Arena offset alignment in bytes (a power of two, at most 256).
     pub alignment: usize,
     pub target: Target,
+    /// Run 3×3 stride-1 convolutions with at least 32 channels in and out as Winograd
+    /// F(2×2, 3×3) on the CPU target (default on): 2.25 times fewer multiply-adds,
+    /// sums in another order (outputs differ from the direct sum by a few ulps of their
+    /// terms). Off, every convolution is a direct or im2col sum.
+    pub winograd: bool,
     pub weights: WeightsMode,
     /// Path of the runtime crate in generated code.
     pub runtime_path: String,
@@ -106,6 +111,7 @@ impl Default for Options {
             opt_dims: Vec::new(),
             alignment: 256,
             target: Target::Cpu,
+            winograd: true,
             weights: WeightsMode::Embed,
             runtime_path: "::kiln_runtime".into(),
             weights_dir: None,
@@ -328,7 +334,7 @@ pub(crate) fn compile_fixed(
         return crate::dynamic::compile_over_ranges(bytes, source, name, opts);
     }
     passes::run(&mut graph)?;
-    let mut program = lower::lower(&graph, &opts.unfolded)?;
+    let mut program = lower::lower(&graph, &opts.unfolded, lower_choices(opts))?;
     if opts.target == Target::Cuda {
         check_cuda_kernels(&program, graph.opset)?;
         for_cuda(&mut program);
@@ -404,7 +410,14 @@ pub(crate) fn lower_program(bytes: &[u8], opts: &Options) -> Result<Program, Err
     let mut model = load::parse_model(bytes)?;
     let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
     passes::run(&mut graph)?;
-    lower::lower(&graph, &opts.unfolded)
+    lower::lower(&graph, &opts.unfolded, lower_choices(opts))
+}
+
+/// The kernels lowering may choose for `opts`' target.
+fn lower_choices(opts: &Options) -> lower::Choices {
+    lower::Choices {
+        winograd: opts.winograd && opts.target == Target::Cpu,
+    }
 }
 
 /// Turns the graph inputs named in `bound` into constants of the given values.

@@ -46,6 +46,10 @@ pub enum Operand {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kernel {
     Conv2d(params::Conv2d),
+    /// A 3×3 stride-1 convolution as Winograd F(2×2, 3×3), its weights operand
+    /// transformed at compile time (`kiln_runtime::kernels::winograd_weights`). CPU
+    /// only: lowering chooses it where [`Choices::winograd`] allows.
+    Winograd(params::Conv2d),
     Gemm(params::Gemm),
     MatMul(params::MatMul),
     BatchNorm(params::BatchNorm),
@@ -207,13 +211,21 @@ pub struct Program {
     pub views: Vec<(String, BufferId)>,
 }
 
+/// Kernels lowering may choose that not every target has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choices {
+    /// 3×3 stride-1 convolutions with enough channels lower to [`Kernel::Winograd`].
+    pub winograd: bool,
+}
+
 /// Lowers an inferred, optimised graph. `vary` names the values a build over declared
 /// ranges leaves to run time (`Options::unfolded`): a node writing one computes on each
 /// run what lowering would otherwise compute from its shapes.
-pub fn lower(graph: &Graph, vary: &BTreeSet<String>) -> Result<Program, Error> {
+pub fn lower(graph: &Graph, vary: &BTreeSet<String>, choices: Choices) -> Result<Program, Error> {
     let mut l = Lowering {
         graph,
         vary,
+        choices,
         program: Program {
             name: graph.name.clone(),
             steps: Vec::new(),
@@ -257,6 +269,7 @@ fn io(v: &Value) -> Io {
 pub(crate) struct Lowering<'g> {
     pub(crate) graph: &'g Graph,
     pub(crate) vary: &'g BTreeSet<String>,
+    pub(crate) choices: Choices,
     pub(crate) program: Program,
     operands: HashMap<ValueId, Operand>,
 }

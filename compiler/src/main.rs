@@ -109,6 +109,10 @@ struct ModelArgs {
     /// Arena offset alignment in bytes.
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     alignment: usize,
+    /// Compute every convolution as a direct or im2col sum: no Winograd F(2×2, 3×3)
+    /// for 3×3 stride-1 layers (whose sums it reorders).
+    #[arg(long)]
+    no_winograd: bool,
 }
 
 impl ModelArgs {
@@ -135,6 +139,7 @@ impl ModelArgs {
                 .map(|s| kiln_compiler::parse_constant_spec(s))
                 .collect::<Result<_, _>>()?,
             alignment: self.alignment,
+            winograd: !self.no_winograd,
             ..Options::default()
         })
     }

@@ -449,3 +449,63 @@ fn overlaps_are_planned_for_the_cpu_only() {
     assert_eq!(cuda.plan.overlap_count(), 0);
     assert!(cuda.program.steps.iter().all(|s| s.overlap.is_none()));
 }
+
+/// A 3×3 stride-1 convolution with 32 channels in and out runs as Winograd on the CPU:
+/// its weights are transformed at compile time (`c1:winograd`, 16 × 32 × 32) and the
+/// original ones stay out of the blob. Not with `winograd: false`, not on CUDA (no
+/// such kernel there), and not for a layer with 16 output channels.
+#[test]
+fn winograd_is_chosen_for_the_cpu_only() {
+    use kiln_compiler::lower::Kernel;
+    let mut rng = common::Rng::new(5);
+    let model = Model::new(13)
+        .input("x", &[1, 32, 8, 8])
+        .init("c1.w", &[32, 32, 3, 3], rng.floats(32 * 32 * 9))
+        .init("c1.b", &[32], rng.floats(32))
+        .init("c2.w", &[16, 32, 3, 3], rng.floats(16 * 32 * 9))
+        .node(
+            Node::new("Conv", &["x", "c1.w", "c1.b"], &["c1"])
+                .name("c1")
+                .ints("kernel_shape", &[3, 3])
+                .ints("pads", &[1, 1, 1, 1]),
+        )
+        .node(
+            Node::new("Conv", &["c1", "c2.w"], &["out"])
+                .name("c2")
+                .ints("kernel_shape", &[3, 3])
+                .ints("pads", &[1, 1, 1, 1]),
+        )
+        .output("out")
+        .bytes();
+    let kinds = |c: &Compiled| -> Vec<&'static str> {
+        c.program
+            .steps
+            .iter()
+            .map(|s| match s.kernel {
+                Kernel::Winograd(_) => "winograd",
+                Kernel::Conv2d(_) => "conv2d",
+                _ => "other",
+            })
+            .collect()
+    };
+    let names = |c: &Compiled| -> Vec<String> {
+        let entries = c.program.weight_entries.iter();
+        entries.map(|w| format!("{}:{}", w.name, w.elems)).collect()
+    };
+    let cpu = compile_bytes(&model, "t.onnx", "t", &Options::default()).unwrap();
+    assert_eq!(kinds(&cpu), ["winograd", "conv2d"]);
+    assert_eq!(
+        names(&cpu),
+        ["c1:winograd:16384", "c1.b:32", "c2.w:4608"],
+        "the original 3×3 weights of c1 are not in the blob"
+    );
+    assert!(cpu.code.contains("conv2d_winograd"), "{}", cpu.code);
+    let off = Options {
+        winograd: false,
+        ..Options::default()
+    };
+    let direct = compile_bytes(&model, "t.onnx", "t", &off).unwrap();
+    assert_eq!(kinds(&direct), ["conv2d", "conv2d"]);
+    let cuda = compile_cuda(&model, &cuda_opts()).unwrap();
+    assert_eq!(kinds(&cuda), ["conv2d", "conv2d"]);
+}

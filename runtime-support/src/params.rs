@@ -7,6 +7,18 @@
 /// Output positions the depthwise convolution kernel computes together.
 pub const DEPTHWISE_LANES: usize = 8;
 
+/// Tiles the Winograd kernel transforms together.
+pub const WINOGRAD_LANES: usize = 8;
+
+/// Least input and output channels for which a 3×3 convolution runs as Winograd
+/// F(2×2, 3×3) ([`Conv2d::winograd_applies`]): with fewer, the products are too small
+/// for the transforms to pay.
+pub const WINOGRAD_MIN_CHANNELS: usize = 32;
+
+/// The most floats a Winograd block's transformed input and products take together
+/// (256 KiB): [`Conv2d::winograd_block`] takes fewer tiles for wide layers to stay within it.
+pub const WINOGRAD_BLOCK_FLOATS: usize = 1 << 16;
+
 /// Highest tensor rank the broadcasting and transposing kernels handle.
 pub const MAX_RANK: usize = 6;
 
@@ -274,5 +286,57 @@ impl Conv2d {
             CONV_MAX_BLOCK
         };
         (self.c_in / self.group) * self.kernel[0] * self.kernel[1] * cols
+    }
+
+    /// Whether the layer runs as Winograd F(2×2, 3×3) (`kernels::conv2d_winograd`):
+    /// a 3×3 window at stride 1, no dilation, one group, and at least
+    /// [`WINOGRAD_MIN_CHANNELS`] channels in and out. Only the channels decide among
+    /// the layers it can run, so a build over declared ranges chooses the same at
+    /// every size.
+    pub const fn winograd_applies(&self) -> bool {
+        self.kernel[0] == 3
+            && self.kernel[1] == 3
+            && self.stride[0] == 1
+            && self.stride[1] == 1
+            && self.dilation[0] == 1
+            && self.dilation[1] == 1
+            && self.group == 1
+            && self.c_in >= WINOGRAD_MIN_CHANNELS
+            && self.c_out >= WINOGRAD_MIN_CHANNELS
+    }
+
+    /// `[rows, columns]` of 2×2 output tiles (the last ones partial on an odd size).
+    pub const fn winograd_tiles(&self) -> [usize; 2] {
+        [self.h_out.div_ceil(2), self.w_out.div_ceil(2)]
+    }
+
+    /// Tiles per Winograd block: 16 floats of transformed input per tile and input
+    /// channel and 16 of products per tile and output channel, within
+    /// [`WINOGRAD_BLOCK_FLOATS`]; between 16 and 96 tiles, a whole number of lane
+    /// groups, and no more than the image has.
+    pub const fn winograd_block(&self) -> usize {
+        let [rows, cols] = self.winograd_tiles();
+        let per_tile = 16 * (self.c_in + self.c_out);
+        let mut block = WINOGRAD_BLOCK_FLOATS / per_tile;
+        if block > 96 {
+            block = 96;
+        }
+        block -= block % WINOGRAD_LANES;
+        // Narrower blocks multiply too few columns a product (8: half the speed).
+        if block < 16 {
+            block = 16;
+        }
+        let tiles = rows * cols;
+        if tiles < block { tiles } else { block }
+    }
+
+    /// Scratch of `kernels::conv2d_winograd`, in `f32` elements: a block's transformed
+    /// input (`16 × c_in × block`) and products (`16 × c_out × block`), and four patch
+    /// rows as wide as a block's tiles reach (whole lane groups, plus the window's
+    /// overhang).
+    pub const fn winograd_scratch_len(&self) -> usize {
+        let block = self.winograd_block();
+        let row = 2 * block.next_multiple_of(WINOGRAD_LANES) + 2;
+        16 * (self.c_in + self.c_out) * block + 4 * row
     }
 }

@@ -323,7 +323,7 @@ impl<'a> Emitter<'a> {
         };
         let a = |i: usize| args.get(i).cloned().unwrap_or_else(|| quote!(&[]));
         let call = match &s.kernel {
-            Kernel::Conv2d(p) => {
+            Kernel::Conv2d(p) | Kernel::Winograd(p) => {
                 let pt = tokens::conv2d(rt, p);
                 let (x, w) = (a(0), a(1));
                 let bias = if args.len() > 2 {
@@ -337,7 +337,11 @@ impl<'a> Emitter<'a> {
                 } else {
                     quote!(&mut [])
                 };
-                quote!(#rt::kernels::conv2d(&#pt, #x, #w, #bias, out, #scratch);)
+                let kernel = match s.kernel {
+                    Kernel::Winograd(_) => quote!(conv2d_winograd),
+                    _ => quote!(conv2d),
+                };
+                quote!(#rt::kernels::#kernel(&#pt, #x, #w, #bias, out, #scratch);)
             }
             Kernel::Gemm(p) => {
                 let pt = tokens::gemm(rt, p);
@@ -855,11 +859,13 @@ fn in_place_call(
 }
 
 /// Bytes of scratch each worker thread needs: the most any kernel that shares its parts
-/// among threads with scratch of their own (Conv2d's im2col blocks) takes in a step of
+/// among threads with scratch of their own (Conv2d's im2col blocks, Winograd's tile
+/// blocks) takes in a step of
 /// these programs.
 pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Program>) -> usize {
     let conv_scratch = |s: &Step| match &s.kernel {
         Kernel::Conv2d(c) => c.scratch_len() * 4,
+        Kernel::Winograd(c) => c.winograd_scratch_len() * 4,
         _ => 0,
     };
     programs

@@ -409,6 +409,12 @@ impl Emitter<'_> {
                 quote!(conv2d(&P)),
                 geometry::conv2d(p),
             ),
+            Kernel::Winograd(_) => {
+                return Err(Error::Codegen(format!(
+                    "node `{}` ({}) was lowered to the CPU's Winograd kernel, which has no CUDA twin",
+                    s.node, s.op_type
+                )));
+            }
             Kernel::Gemm(p) => {
                 // Through `Launcher::gemm`, so the device launcher can hand it to cuBLAS.
                 let has_c = s.inputs.len() > 2;

@@ -14,7 +14,7 @@ use crate::dim::Dim;
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
 use crate::lower::{Kernel, Window2d, activation_param};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Data, Tensor};
 use crate::window;
 
 /// 2-D convolution with an optional fused activation (added by the fusion pass).
@@ -72,12 +72,37 @@ impl Operator for Conv {
             group: self.group,
             activation: activation_param(self.activation),
         };
+        if let Some(u) = winograd_weights(cx, &p) {
+            let mut inputs = vec![cx.operand(0)?, u];
+            if cx.opt(2).is_some() {
+                inputs.push(cx.operand(2)?);
+            }
+            let out = cx.output(0)?;
+            cx.step_with_scratch(Kernel::Winograd(p), inputs, out, p.winograd_scratch_len());
+            return Ok(());
+        }
         let inputs = cx.operands()?;
         let out = cx.output(0)?;
         cx.step_with_scratch(Kernel::Conv2d(p), inputs, out, p.scratch_len());
         Ok(())
     }
     impl_as_any!();
+}
+
+/// The Winograd-transformed weights (`NODE:winograd`, `[16, c_out, c_in]`) of a layer
+/// that runs as Winograd F(2×2, 3×3): one the kernel takes
+/// ([`params::Conv2d::winograd_applies`]), with constant weights, where the lowering's
+/// [`crate::lower::Choices`] allow it. The original weights stay out of the blob unless
+/// another step reads them.
+fn winograd_weights(cx: &mut LowerCx, p: &params::Conv2d) -> Option<crate::lower::Operand> {
+    if !cx.choices().winograd || !p.winograd_applies() {
+        return None;
+    }
+    let w = cx.opt_constant(1)?.as_f32();
+    let u = kiln_runtime::kernels::winograd_weights(p.c_out, p.c_in, &w);
+    let name = format!("{}:winograd", cx.node.name);
+    let t = Tensor::new(vec![16, p.c_out, p.c_in], Data::F32(u));
+    Some(cx.weight(&name, &t))
 }
 
 /// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`: 2-D

@@ -522,6 +522,11 @@ impl<'a, 'g> LowerCx<'a, 'g> {
         self.l.graph.opset
     }
 
+    /// The kernels this lowering may choose beyond those every target has.
+    pub fn choices(&self) -> crate::lower::Choices {
+        self.l.choices
+    }
+
     /// The shapes this node sees vary over a build's declared ranges, and it must not
     /// bake a table computed from them into the weights ([`crate::lower::lower`]).
     pub fn shapes_vary(&self) -> bool {

@@ -8,6 +8,8 @@
 //!
 //! Layout of this module:
 //! - `conv`: Conv2d (pointwise GEMM, direct depthwise, im2col + GEMM);
+//! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3), weights transformed
+//!   at compile time;
 //! - `gemm`: Gemm, MatMul and the single faer call every product goes through;
 //! - `elementwise`: unary and broadcasting binary ops, the fused bias/activation stage;
 //! - `pool`: MaxPool/AveragePool and ReduceMean; `norm`: BatchNorm, LRN, Softmax;
@@ -27,6 +29,7 @@ mod norm;
 mod pool;
 pub(crate) mod simd;
 mod window;
+mod winograd;
 
 pub use affine::{channel_affine, channel_affine_inplace};
 pub use conv::conv2d;
@@ -39,3 +42,4 @@ pub use norm::{
     softmax_inplace,
 };
 pub use pool::{pool2d, pool2d_overlapping, reduce_mean};
+pub use winograd::{conv2d_winograd, winograd_weights};

@@ -553,3 +553,69 @@ fn bench_lrn() {
         println!("lrn_inplace {c}x{hw}x{hw}              {:8.3} ms", t * 1e3);
     }
 }
+
+/// The 3×3 stride-1 convolutions of ResNet-50 and VGG-19 (one of each shape), as
+/// im2col + GEMM and as Winograd F(2×2, 3×3).
+#[test]
+#[ignore = "benchmark"]
+fn bench_winograd() {
+    let relu = Activation::Relu;
+    let layers = [
+        conv(64, 64, 56, 3, 1, relu),
+        conv(128, 128, 28, 3, 1, relu),
+        conv(256, 256, 14, 3, 1, relu),
+        conv(512, 512, 7, 3, 1, relu),
+        conv(64, 64, 224, 3, 1, relu),
+        conv(128, 128, 112, 3, 1, relu),
+        conv(256, 256, 56, 3, 1, relu),
+        conv(512, 512, 28, 3, 1, relu),
+        conv(512, 512, 14, 3, 1, relu),
+        conv(128, 32, 56, 3, 1, relu),
+        conv(32, 64, 80, 3, 1, relu),
+    ];
+    let big = 224 * 224 * 128;
+    let x: Vec<f32> = (0..big).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+    let w: Vec<f32> = (0..512 * 512 * 9)
+        .map(|i| (i % 89) as f32 * 0.001 - 0.04)
+        .collect();
+    let bias = vec![0.01; 512];
+    let mut y = vec![0.0; big];
+    let mut y2 = vec![0.0; big];
+    let mut scratch = vec![0.0; 1 << 22];
+    let (mut direct, mut wino) = (0.0, 0.0);
+    for p in layers {
+        let xl = p.c_in * p.h_in * p.w_in;
+        let wl = p.c_out * p.c_in * 9;
+        let yl = p.c_out * p.h_out * p.w_out;
+        let b = Some(&bias[..p.c_out]);
+        let t = time(|| conv2d(&p, &x[..xl], &w[..wl], b, &mut y[..yl], &mut scratch));
+        let u = winograd_weights(p.c_out, p.c_in, &w[..wl]);
+        let tw = time(|| conv2d_winograd(&p, &x[..xl], &u, b, &mut y2[..yl], &mut scratch));
+        let diff = y[..yl]
+            .iter()
+            .zip(&y2[..yl])
+            .map(|(a, b)| (a - b).abs() / a.abs().max(1.0))
+            .fold(0.0f32, f32::max);
+        let macs = (wl * p.h_out * p.w_out) as f64;
+        println!(
+            "3x3 {:4}->{:4} {:3}x{:3}: im2col {:7.3} ms ({:5.1} GMAC/s), winograd {:7.3} ms ({:5.1} GMAC/s equivalent), {:.2}x, block {}, max rel diff {diff:.1e}",
+            p.c_in,
+            p.c_out,
+            p.h_in,
+            p.w_in,
+            t * 1e3,
+            macs / t * 1e-9,
+            tw * 1e3,
+            macs / tw * 1e-9,
+            t / tw,
+            p.winograd_block(),
+        );
+        direct += t;
+        wino += tw;
+    }
+    println!(
+        "all: im2col {:.2} ms, winograd {:.2} ms",
+        direct * 1e3,
+        wino * 1e3
+    );
+}

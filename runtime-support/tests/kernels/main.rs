@@ -13,3 +13,4 @@ mod norm;
 mod pool;
 mod reference;
 mod threads;
+mod winograd;

@@ -68,8 +68,8 @@ pub struct Options {
     /// Arena offset alignment in bytes (a power of two, at most 256).
     pub alignment: usize,
     pub target: Target,
-    /// Run 3×3 stride-1 convolutions with at least 32 channels in and out as Winograd
-    /// F(2×2, 3×3) on the CPU target (default on): 2.25 times fewer multiply-adds,
+    /// Run 3×3 stride-1 convolutions with at least 64 input and 32 output channels as
+    /// Winograd F(2×2, 3×3) on the CPU target (default on): 2.25 times fewer multiply-adds,
     /// sums in another order (outputs differ from the direct sum by a few ulps of their
     /// terms). Off, every convolution is a direct or im2col sum.
     pub winograd: bool,

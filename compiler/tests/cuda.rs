@@ -450,17 +450,17 @@ fn overlaps_are_planned_for_the_cpu_only() {
     assert!(cuda.program.steps.iter().all(|s| s.overlap.is_none()));
 }
 
-/// A 3×3 stride-1 convolution with 32 channels in and out runs as Winograd on the CPU:
-/// its weights are transformed at compile time (`c1:winograd`, 16 × 32 × 32) and the
-/// original ones stay out of the blob. Not with `winograd: false`, not on CUDA (no
-/// such kernel there), and not for a layer with 16 output channels.
+/// A 3×3 stride-1 convolution with 64 channels in and 32 out runs as Winograd on the
+/// CPU: its weights are transformed at compile time (`c1:winograd`, 16 × 32 × 64) and
+/// the original ones stay out of the blob. Not with `winograd: false`, not on CUDA (no
+/// such kernel there), and not for a layer with 32 input channels.
 #[test]
 fn winograd_is_chosen_for_the_cpu_only() {
     use kiln_compiler::lower::Kernel;
     let mut rng = common::Rng::new(5);
     let model = Model::new(13)
-        .input("x", &[1, 32, 8, 8])
-        .init("c1.w", &[32, 32, 3, 3], rng.floats(32 * 32 * 9))
+        .input("x", &[1, 64, 8, 8])
+        .init("c1.w", &[32, 64, 3, 3], rng.floats(32 * 64 * 9))
         .init("c1.b", &[32], rng.floats(32))
         .init("c2.w", &[16, 32, 3, 3], rng.floats(16 * 32 * 9))
         .node(
@@ -496,7 +496,7 @@ fn winograd_is_chosen_for_the_cpu_only() {
     assert_eq!(kinds(&cpu), ["winograd", "conv2d"]);
     assert_eq!(
         names(&cpu),
-        ["c1:winograd:16384", "c1.b:32", "c2.w:4608"],
+        ["c1:winograd:32768", "c1.b:32", "c2.w:4608"],
         "the original 3×3 weights of c1 are not in the blob"
     );
     assert!(cpu.code.contains("conv2d_winograd"), "{}", cpu.code);

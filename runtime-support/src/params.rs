@@ -10,13 +10,22 @@ pub const DEPTHWISE_LANES: usize = 8;
 /// Tiles the Winograd kernel transforms together.
 pub const WINOGRAD_LANES: usize = 8;
 
-/// Least input and output channels for which a 3×3 convolution runs as Winograd
-/// F(2×2, 3×3) ([`Conv2d::winograd_applies`]): with fewer, the products are too small
-/// for the transforms to pay.
-pub const WINOGRAD_MIN_CHANNELS: usize = 32;
+/// Least input channels for which a 3×3 convolution runs as Winograd F(2×2, 3×3)
+/// ([`Conv2d::winograd_applies`]): each of its 16 products sums over the input
+/// channels alone, and the output transform costs the same for every output channel
+/// whatever their count, so with few input channels im2col is faster (measured on one
+/// Zen 4 core: SqueezeNet's 32→128 at 27×27 0.78× and 48→192 at 13×13 0.92× im2col's
+/// speed; 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×).
+pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;
+
+/// Least output channels for Winograd (DenseNet's 128→32 at 56×56: 1.13×).
+pub const WINOGRAD_MIN_CHANNELS_OUT: usize = 32;
 
 /// The most floats a Winograd block's transformed input and products take together
-/// (256 KiB): [`Conv2d::winograd_block`] takes fewer tiles for wide layers to stay within it.
+/// (256 KiB): [`Conv2d::winograd_block`] takes fewer tiles for wide layers to stay
+/// within it. The scratch is part of the arena's peak on Inception v1/v2; twice this
+/// (blocks twice as wide, up to 1.4× faster on 128 channels at 112×112) took their
+/// arenas from 0.71/0.85 to 0.78/0.93 of the liveness bound.
 pub const WINOGRAD_BLOCK_FLOATS: usize = 1 << 16;
 
 /// Highest tensor rank the broadcasting and transposing kernels handle.
@@ -289,8 +298,9 @@ impl Conv2d {
     }
 
     /// Whether the layer runs as Winograd F(2×2, 3×3) (`kernels::conv2d_winograd`):
-    /// a 3×3 window at stride 1, no dilation, one group, and at least
-    /// [`WINOGRAD_MIN_CHANNELS`] channels in and out. Only the channels decide among
+    /// a 3×3 window at stride 1, no dilation, one group, at least
+    /// [`WINOGRAD_MIN_CHANNELS_IN`] input channels and [`WINOGRAD_MIN_CHANNELS_OUT`]
+    /// output channels. Only the channels decide among
     /// the layers it can run, so a build over declared ranges chooses the same at
     /// every size.
     pub const fn winograd_applies(&self) -> bool {
@@ -301,8 +311,8 @@ impl Conv2d {
             && self.dilation[0] == 1
             && self.dilation[1] == 1
             && self.group == 1
-            && self.c_in >= WINOGRAD_MIN_CHANNELS
-            && self.c_out >= WINOGRAD_MIN_CHANNELS
+            && self.c_in >= WINOGRAD_MIN_CHANNELS_IN
+            && self.c_out >= WINOGRAD_MIN_CHANNELS_OUT
     }
 
     /// `[rows, columns]` of 2×2 output tiles (the last ones partial on an odd size).
@@ -310,14 +320,14 @@ impl Conv2d {
         [self.h_out.div_ceil(2), self.w_out.div_ceil(2)]
     }
 
-    /// Tiles per Winograd block: 16 floats of transformed input per tile and input
-    /// channel and 16 of products per tile and output channel, within
+    /// Tiles per Winograd block: its transformed input (16 floats per tile and input
+    /// channel) and its products (16 per tile and output channel) share one region of
+    /// `16·max(c_in, c_out) + min(c_in, c_out)` floats a tile, which stays within
     /// [`WINOGRAD_BLOCK_FLOATS`]; between 16 and 96 tiles, a whole number of lane
     /// groups, and no more than the image has.
     pub const fn winograd_block(&self) -> usize {
         let [rows, cols] = self.winograd_tiles();
-        let per_tile = 16 * (self.c_in + self.c_out);
-        let mut block = WINOGRAD_BLOCK_FLOATS / per_tile;
+        let mut block = WINOGRAD_BLOCK_FLOATS / self.winograd_floats_per_tile();
         if block > 96 {
             block = 96;
         }
@@ -330,13 +340,22 @@ impl Conv2d {
         if tiles < block { tiles } else { block }
     }
 
-    /// Scratch of `kernels::conv2d_winograd`, in `f32` elements: a block's transformed
-    /// input (`16 × c_in × block`) and products (`16 × c_out × block`), and four patch
-    /// rows as wide as a block's tiles reach (whole lane groups, plus the window's
-    /// overhang).
+    /// Floats of a Winograd block's region per tile (see [`Conv2d::winograd_block`]).
+    pub const fn winograd_floats_per_tile(&self) -> usize {
+        let (wide, narrow) = if self.c_in > self.c_out {
+            (self.c_in, self.c_out)
+        } else {
+            (self.c_out, self.c_in)
+        };
+        16 * wide + narrow
+    }
+
+    /// Scratch of `kernels::conv2d_winograd`, in `f32` elements: a block's region of
+    /// transformed input and products, and four patch rows as wide as a block's tiles
+    /// reach (whole lane groups, plus the window's overhang).
     pub const fn winograd_scratch_len(&self) -> usize {
         let block = self.winograd_block();
         let row = 2 * block.next_multiple_of(WINOGRAD_LANES) + 2;
-        16 * (self.c_in + self.c_out) * block + 4 * row
+        self.winograd_floats_per_tile() * block + 4 * row
     }
 }

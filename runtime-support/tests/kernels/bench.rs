@@ -571,7 +571,7 @@ fn bench_winograd() {
         conv(512, 512, 28, 3, 1, relu),
         conv(512, 512, 14, 3, 1, relu),
         conv(128, 32, 56, 3, 1, relu),
-        conv(32, 64, 80, 3, 1, relu),
+        conv(64, 256, 13, 3, 1, relu),
     ];
     let big = 224 * 224 * 128;
     let x: Vec<f32> = (0..big).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();

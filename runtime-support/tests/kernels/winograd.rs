@@ -47,11 +47,11 @@ fn same(n: usize, c_in: usize, hw: [usize; 2], c_out: usize) -> Conv2d {
 
 #[test]
 fn even_and_odd_sizes() {
-    check(same(1, 32, [8, 8], 32), 1);
-    check(same(1, 32, [7, 7], 48), 2);
-    check(same(2, 33, [9, 14], 40), 3);
-    check(same(1, 32, [1, 1], 32), 4);
-    check(same(1, 40, [2, 17], 35), 5);
+    check(same(1, 64, [8, 8], 32), 1);
+    check(same(1, 64, [7, 7], 48), 2);
+    check(same(2, 65, [9, 14], 40), 3);
+    check(same(1, 64, [1, 1], 32), 4);
+    check(same(1, 72, [2, 17], 35), 5);
 }
 
 #[test]
@@ -66,7 +66,7 @@ fn every_padding() {
     .into_iter()
     .enumerate()
     {
-        let p = params(1, 32, [10, 11], 32, [3, 3], [1, 1], [1, 1], pads, 1);
+        let p = params(1, 64, [10, 11], 32, [3, 3], [1, 1], [1, 1], pads, 1);
         check(p, 10 + k as u64);
     }
 }
@@ -75,7 +75,7 @@ fn every_padding() {
 /// longer than a block, and threads take several rows each.
 #[test]
 fn blocks_across_tile_rows() {
-    let p = same(1, 32, [30, 230], 64);
+    let p = same(1, 64, [30, 230], 64);
     assert!(p.winograd_tiles()[1] > p.winograd_block());
     check(p, 20);
     let p = same(1, 64, [57, 21], 32);
@@ -97,7 +97,7 @@ fn fused_activations() {
     for (k, &act) in ACTIVATIONS.iter().enumerate() {
         let p = Conv2d {
             activation: act,
-            ..same(1, 32, [9, 9], 32)
+            ..same(1, 64, [9, 9], 32)
         };
         check(p, 40 + k as u64);
     }
@@ -107,7 +107,7 @@ fn fused_activations() {
 /// channels.
 #[test]
 fn applies_only_to_three_by_three_stride_one() {
-    let ok = same(1, 32, [8, 8], 32);
+    let ok = same(1, 64, [8, 8], 32);
     assert!(ok.winograd_applies());
     for p in [
         Conv2d {
@@ -127,8 +127,8 @@ fn applies_only_to_three_by_three_stride_one() {
             kernel: [3, 1],
             ..ok
         },
-        Conv2d { c_in: 16, ..ok },
-        Conv2d { c_out: 16, ..ok },
+        Conv2d { c_in: 63, ..ok },
+        Conv2d { c_out: 31, ..ok },
     ] {
         assert!(!p.winograd_applies(), "{p:?}");
     }

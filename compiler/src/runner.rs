@@ -60,6 +60,10 @@ pub struct RunArgs {
         arg(long, default_value_t = 256, value_name = "BYTES")
     )]
     pub alignment: usize,
+    /// Compute every convolution as a direct or im2col sum (no Winograd; see `kiln
+    /// compile`).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub no_winograd: bool,
     /// Also time every step and print the slowest nodes and the time per operator.
     #[cfg_attr(feature = "cli", arg(long))]
     pub profile: bool,
@@ -104,6 +108,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
             .map(|s| crate::parse_opt_spec(s))
             .collect::<Result<_, _>>()?,
         alignment: args.alignment,
+        winograd: !args.no_winograd,
         weights: WeightsMode::File,
         ..Options::default()
     };

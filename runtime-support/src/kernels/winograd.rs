@@ -104,39 +104,38 @@ fn output_1d(x: [Lanes; PATCH]) -> [Lanes; TILE] {
     y
 }
 
+/// `Tᵀ x T` of [`LANES`] patches or products `x[row][col]`, for the 1-D transform
+/// `t` (`v ↦ Tᵀ v`, from `PATCH` points to `O`): along the columns, then the rows.
+#[inline(always)]
+fn transform_2d<const O: usize>(
+    x: &[[Lanes; PATCH]; PATCH],
+    t: impl Fn([Lanes; PATCH]) -> [Lanes; O],
+) -> [[Lanes; O]; O] {
+    // `cols[i][j]` is (Tᵀ x)[i][j].
+    let mut cols = [[[0.0; LANES]; PATCH]; O];
+    for j in 0..PATCH {
+        let col = t([x[0][j], x[1][j], x[2][j], x[3][j]]);
+        for i in 0..O {
+            cols[i][j] = col[i];
+        }
+    }
+    let mut y = [[[0.0; LANES]; O]; O];
+    for i in 0..O {
+        y[i] = t(cols[i]);
+    }
+    y
+}
+
 /// `Bᵀ d B` of [`LANES`] patches `d[row][col]`.
 #[inline(always)]
 fn transform_input(d: &[[Lanes; PATCH]; PATCH]) -> [[Lanes; PATCH]; PATCH] {
-    // `t = Bᵀ d`, column by column; then each row of `t` times `B`.
-    let mut t = [[[0.0; LANES]; PATCH]; PATCH];
-    for j in 0..PATCH {
-        let col = input_1d([d[0][j], d[1][j], d[2][j], d[3][j]]);
-        for xi in 0..PATCH {
-            t[xi][j] = col[xi];
-        }
-    }
-    let mut v = [[[0.0; LANES]; PATCH]; PATCH];
-    for xi in 0..PATCH {
-        v[xi] = input_1d(t[xi]);
-    }
-    v
+    transform_2d(d, input_1d)
 }
 
 /// `Aᵀ m A` of [`LANES`] products `m[ξ][ν]`.
 #[inline(always)]
 fn transform_output(m: &[[Lanes; PATCH]; PATCH]) -> [[Lanes; TILE]; TILE] {
-    let mut t = [[[0.0; LANES]; PATCH]; TILE];
-    for nu in 0..PATCH {
-        let col = output_1d([m[0][nu], m[1][nu], m[2][nu], m[3][nu]]);
-        for i in 0..TILE {
-            t[i][nu] = col[i];
-        }
-    }
-    let mut y = [[[0.0; LANES]; TILE]; TILE];
-    for i in 0..TILE {
-        y[i] = output_1d(t[i]);
-    }
-    y
+    transform_2d(m, output_1d)
 }
 
 /// Copies `LANES.min(src.len())` values: a fixed-size copy (vector moves) when whole.

@@ -24,6 +24,8 @@ pub struct Args {
     pub alignment: Option<(usize, Span)>,
     pub weights: Option<WeightsMode>,
     pub target: Option<Target>,
+    /// `winograd = false`: every convolution a direct or im2col sum.
+    pub winograd: Option<bool>,
     /// The runtime crate's path, as written (`::kiln_runtime` by default).
     pub runtime: Option<syn::Path>,
     pub errors: Option<syn::Error>,
@@ -38,7 +40,7 @@ pub struct InputArg {
 }
 
 const ARGUMENTS: &str =
-    "`name`, `input`, `dim`, `opt`, `alignment`, `weights`, `target` or `runtime`";
+    "`name`, `input`, `dim`, `opt`, `alignment`, `weights`, `target`, `winograd` or `runtime`";
 
 const USAGE: &str = "expected the model's path as a string literal, relative to the crate's \
                      directory: include_model!(\"models/model.onnx\")";
@@ -60,6 +62,7 @@ impl Parse for Args {
             alignment: None,
             weights: None,
             target: None,
+            winograd: None,
             runtime: None,
             errors: None,
         };
@@ -230,6 +233,16 @@ impl Args {
                         ));
                     }
                 });
+            }
+            "winograd" => {
+                if self.winograd.is_some() {
+                    return Err(twice());
+                }
+                let yes: syn::LitBool = raw.value(
+                    "`true` (the default: 3×3 stride-1 convolutions as Winograd F(2×2, 3×3)) \
+                     or `false`",
+                )?;
+                self.winograd = Some(yes.value);
             }
             "runtime" => {
                 if self.runtime.is_some() {

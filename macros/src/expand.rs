@@ -68,6 +68,9 @@ fn compile(args: &Args) -> syn::Result<TokenStream> {
     if let Some(weights) = args.weights {
         opts.weights = weights;
     }
+    if let Some(yes) = args.winograd {
+        opts.winograd = yes;
+    }
     if let Some(path) = &args.runtime {
         opts.runtime_path = path.to_token_stream().to_string();
     }

@@ -32,6 +32,8 @@
 //!                                      runtime: `Model::load(path)` reads a weights file
 //!     target = cpu | cuda              code generation target (default cpu); cuda: kernel
 //!                                      launches through kiln_runtime::cuda (see below)
+//!     winograd = true | false          3×3 stride-1 convolutions with >= 64 input channels
+//!                                      as Winograd F(2×2, 3×3) on the CPU (default true)
 //!     runtime = PATH                   the kiln-runtime crate's path in the generated code
 //!                                      (default `::kiln_runtime`)
 //! ```

@@ -30,4 +30,6 @@ kiln_macros::include_model!("tests/fixtures/tiny.onnx", name = "h");
 
 kiln_macros::include_model!("tests/fixtures/tiny.onnx", name = i, alignment);
 
+kiln_macros::include_model!("tests/fixtures/tiny.onnx", name = j, winograd = "no");
+
 fn main() {}

@@ -12,6 +12,7 @@ kiln_macros::include_model!(
     alignment = 64,
     weights = runtime,
     target = cpu,
+    winograd = false,
     runtime = crate::rt,
 );
 

@@ -264,11 +264,11 @@ impl Layer<'_> {
             let step = if group == 1 { piece } else { end - r * tiles_w };
             (r * tiles_w..end)
                 .step_by(step)
-                .map(move |start| (start, end))
+                .map(move |start| start..(start + step).min(end))
         });
-        for (start, end) in blocks {
-            let n = (end - start).min(if group == 1 { piece } else { block });
-            let segments = segments(start..start + n, tiles_w);
+        for tiles in blocks {
+            let n = tiles.len();
+            let segments = segments(tiles, tiles_w);
             // `V[f]` lies at `v_at + f·c_in·n` and `M[f]` at `f·c_out·n`, in one region:
             // `M[f]` may cover `V[g]` for `g < f`, already multiplied, never `V[f..]`.
             let (v_len, m_len) = (p.c_in * n, p.c_out * n);

@@ -17,7 +17,8 @@ fi
 echo "== cargo fmt --check"
 cargo fmt --all --check
 # --all-features turns on kiln-runtime's `cuda` (cudarc, NVRTC checks) and
-# `cuda-emulator` (the .cu kernels compiled as C++ and run on the CPU).
+# `cuda-emulator` (the .cu kernels compiled as C++ and run on the CPU), and builds
+# kiln-cuda-check's `device` tests, which are ignored without `-- --ignored` (no GPU here).
 echo "== cargo clippy --workspace --all-targets --release --all-features -- -D warnings"
 cargo clippy --workspace --all-targets --release --all-features -- -D warnings
 echo "== cargo clippy -p kiln-runtime --release -- -D warnings (no features)"

@@ -5,6 +5,11 @@
 //! never move, so a captured CUDA graph replays with the same addresses. One stream per
 //! context orders everything that context does; the weights are uploaded and the
 //! model's stream synchronised before `DeviceModel::new` returns.
+//!
+//! The arena's and the weights' addresses are read once, when they are allocated, and
+//! never through `device_ptr` while launching: cudarc's event tracking makes that call
+//! wait on the allocation's event, and waiting on an event recorded before a graph
+//! capture began invalidates the capture (seen on an H100: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).
 
 use std::sync::Arc;
 
@@ -33,6 +38,8 @@ fn driver(what: &str, e: impl std::fmt::Debug) -> Error {
 pub struct DeviceModel {
     ctx: Arc<CudaContext>,
     weights: CudaSlice<f32>,
+    /// `weights`' device address, read once after the upload.
+    weights_addr: u64,
     /// Loaded kernels by name; a model uses a few dozen, so a linear scan is cheap.
     functions: Vec<(&'static str, CudaFunction)>,
 }
@@ -90,12 +97,14 @@ impl DeviceModel {
         let weights = stream
             .clone_htod(weights)
             .map_err(|e| driver("uploading the weights", e))?;
+        let weights_addr = weights.device_ptr(&stream).0;
         stream
             .synchronize()
             .map_err(|e| driver("uploading the weights", e))?;
         Ok(DeviceModel {
             ctx,
             weights,
+            weights_addr,
             functions,
         })
     }
@@ -112,6 +121,8 @@ impl DeviceModel {
 pub struct DeviceContext {
     stream: Arc<CudaStream>,
     arena: CudaSlice<f32>,
+    /// `arena`'s device address, read once at creation.
+    arena_addr: u64,
     inputs: Vec<CudaSlice<f32>>,
     /// (address, bytes) of each staging buffer, fixed at creation.
     staging: Vec<(u64, usize)>,
@@ -140,6 +151,7 @@ impl DeviceContext {
         let arena = stream
             .alloc_zeros::<f32>(arena_bytes.div_ceil(4).max(1))
             .map_err(|e| driver("allocating the arena", e))?;
+        let arena_addr = arena.device_ptr(&stream).0;
         let inputs = inputs
             .iter()
             .map(|info| stream.alloc_zeros::<f32>(info.len().max(1)))
@@ -155,6 +167,7 @@ impl DeviceContext {
             staging,
             stream,
             arena,
+            arena_addr,
             inputs,
             graph: None,
             use_graph: false,
@@ -307,14 +320,12 @@ impl DeviceContext {
     }
 
     fn launcher<'a>(&'a self, model: &'a DeviceModel) -> DeviceLauncher<'a> {
-        let (arena, _) = self.arena.device_ptr(&self.stream);
-        let (weights, _) = model.weights.device_ptr(&self.stream);
         DeviceLauncher {
             model,
             blas: self.blas.as_ref(),
             stream: &self.stream,
-            arena: (arena, self.arena.len() * 4),
-            weights: (weights, model.weights.len() * 4),
+            arena: (self.arena_addr, self.arena.len() * 4),
+            weights: (model.weights_addr, model.weights.len() * 4),
             inputs: &self.current,
         }
     }

@@ -1,10 +1,13 @@
 //! What every generated CUDA module launches, recorded without running anything: the
-//! nine zoo models and the two in-memory models. That they compile at all is this
+//! nine zoo models and the three in-memory models. That they compile at all is this
 //! crate's build.
 
-use kiln_cuda_check::{CudaModel, Recorder, SMALL, ZOO, require_testdata};
+use kiln_cuda_check::{CudaModel, Recorder, SMALL, ZOO, require_testdata, small};
+use kiln_runtime::Error;
+use kiln_runtime::cuda::cublas::sgemm_args;
 use kiln_runtime::cuda::geometry::{KERNEL_NAMES, extents};
-use kiln_runtime::cuda::{Launch, Ptr, Ptrs};
+use kiln_runtime::cuda::{Launch, Launcher, Launches, Ptr, Ptrs};
+use kiln_runtime::params::Gemm;
 
 /// All nine zoo models were compiled for CUDA (so this crate's build checked them).
 #[test]
@@ -142,8 +145,54 @@ fn zoo_launches() {
 
 #[test]
 fn small_model_launches() {
-    assert_eq!(SMALL.len(), 2);
+    assert_eq!(SMALL.len(), 3);
     for m in SMALL {
         check(m);
     }
+}
+
+/// Records each Gemm step's parameters as the device launcher receives them.
+#[derive(Default)]
+struct GemmRecorder {
+    gemms: Vec<(&'static str, Option<kiln_runtime::cuda::cublas::SgemmArgs>)>,
+}
+
+impl Launcher for GemmRecorder {
+    fn launch(&mut self, _: &'static str, _: &Launch, _: &Ptrs) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn gemm(
+        &mut self,
+        step: &'static str,
+        p: &Gemm,
+        _: &Launches,
+        ptrs: &Ptrs,
+    ) -> Result<(), Error> {
+        let has_c = ptrs.inputs[2] != Ptr::Null;
+        self.gemms.push((step, sgemm_args(p, has_c)));
+        Ok(())
+    }
+}
+
+/// `gemms_cuda`'s two steps are ones cuBLAS takes alone, so the device test's cuBLAS
+/// mode really runs `cublasSgemm`; the tiny classifier's Gemm (a bias vector) is not.
+#[test]
+fn cublas_takes_the_gemms_model() {
+    let record = |name| {
+        let mut rec = GemmRecorder::default();
+        (small(name).launch_all)(&mut rec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        rec.gemms
+    };
+    let gemms = record("gemms_cuda");
+    assert_eq!(
+        gemms.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        ["plain", "scaled"]
+    );
+    let scaled = gemms[1].1.expect("cuBLAS expresses the scaled Gemm");
+    assert_eq!((scaled.alpha, scaled.beta), (0.5, 2.0));
+    assert!(gemms[0].1.is_some(), "cuBLAS expresses the plain Gemm");
+    let tiny = record("tiny_cuda");
+    assert_eq!(tiny.len(), 1);
+    assert!(tiny[0].1.is_none(), "a bias vector is not cuBLAS's C");
 }

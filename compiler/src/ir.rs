@@ -230,4 +230,5 @@ pub enum Activation {
     Sigmoid,
     HardSigmoid { alpha: f32, beta: f32 },
     HardSwish,
+    Swish { alpha: f32 },
 }

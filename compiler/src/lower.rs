@@ -440,6 +440,7 @@ pub(crate) fn activation_param(a: Option<Activation>) -> params::Activation {
             params::Activation::HardSigmoid { alpha, beta }
         }
         Some(Activation::HardSwish) => params::Activation::HardSwish,
+        Some(Activation::Swish { alpha }) => params::Activation::Swish { alpha },
     }
 }
 

@@ -21,6 +21,7 @@ pub fn run(graph: &mut Graph) -> Result<(), Error> {
     batchnorm_to_affine(graph);
     fold_channel_ops(graph);
     hard_swish_patterns(graph);
+    swish_patterns(graph);
     fuse_activations(graph);
     eliminate_dead_nodes(graph);
     Ok(())
@@ -475,6 +476,54 @@ fn hard_swish_at(graph: &Graph, end: usize) -> Option<(ValueId, Vec<usize>)> {
     None
 }
 
+/// `x · Sigmoid(x)` (exporters' SiLU, YOLO's activation) → `Swish(x)` with alpha 1, so
+/// the producer of `x` can fuse it and one pass replaces two. Float32 only; the
+/// Sigmoid's output must feed only the `Mul`.
+pub fn swish_patterns(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        if let Some((x, sigmoid)) = swish_at(graph, i) {
+            graph.nodes[i].op = Arc::new(Unary {
+                name: "Swish",
+                op: UnaryOp::Swish { alpha: 1.0 },
+                types: crate::ops::Types::Float,
+            });
+            graph.nodes[i].inputs = vec![Some(x)];
+            graph.nodes.remove(sigmoid);
+            if sigmoid < i {
+                i -= 1;
+            }
+        }
+        i += 1;
+    }
+}
+
+/// The input `x` of a `x · Sigmoid(x)` ending at the `Mul` node `end`, and the
+/// Sigmoid's index.
+fn swish_at(graph: &Graph, end: usize) -> Option<(ValueId, usize)> {
+    let node = &graph.nodes[end];
+    if node.op.downcast::<Binary>()?.op != BinaryOp::Mul
+        || graph.value(node.outputs[0]).dtype != DType::F32
+    {
+        return None;
+    }
+    let (a, b) = (node.input(0)?, node.input(1)?);
+    for (x, s) in [(a, b), (b, a)] {
+        let Some(p) = graph.nodes.iter().position(|n| n.outputs.contains(&s)) else {
+            continue;
+        };
+        let is_sigmoid = graph.nodes[p]
+            .op
+            .downcast::<Unary>()
+            .is_some_and(|u| matches!(u.op, UnaryOp::Sigmoid));
+        if is_sigmoid && graph.nodes[p].input(0) == Some(x) && sole_consumer(graph, s) == Some(end)
+        {
+            return Some((x, p));
+        }
+    }
+    None
+}
+
 /// The activation node `n` computes, when it is one the producers can fuse (float32).
 fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
     if graph.value(n.outputs[0]).dtype != DType::F32 {
@@ -487,6 +536,7 @@ fn activation_of(graph: &Graph, n: &Node) -> Option<Activation> {
             UnaryOp::Sigmoid => Some(Activation::Sigmoid),
             UnaryOp::HardSigmoid { alpha, beta } => Some(Activation::HardSigmoid { alpha, beta }),
             UnaryOp::HardSwish => Some(Activation::HardSwish),
+            UnaryOp::Swish { alpha } => Some(Activation::Swish { alpha }),
             _ => None,
         };
     }

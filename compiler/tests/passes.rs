@@ -54,3 +54,43 @@ fn hard_swish_patterns_fuse_into_the_convolution() {
         .output("y");
     assert_eq!(steps(other).len(), 5);
 }
+
+/// `Conv` then `x · Sigmoid(x)` (SiLU, as YOLO exports it) in either operand order
+/// becomes one `Swish`, fused into the convolution: one step. A Sigmoid whose output is
+/// also read elsewhere, or a `Mul` by the sigmoid of another value, stays as it is.
+#[test]
+fn swish_patterns_fuse_into_the_convolution() {
+    let conv = |m: Model| {
+        m.input("x", &[1, 2, 5, 5])
+            .init(
+                "w",
+                &[4, 2, 3, 3],
+                (0..72).map(|i| (i as f32 - 36.0) / 50.0).collect(),
+            )
+            .node(Node::new("Conv", &["x", "w"], &["c"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Sigmoid", &["c"], &["s"]))
+    };
+    let steps = |m: Model| -> Vec<&'static str> {
+        let c = compile_bytes(&m.bytes(), "t.onnx", "t", &Options::default()).expect("compiles");
+        c.program.steps.iter().map(|s| s.op_type).collect()
+    };
+    for inputs in [["c", "s"], ["s", "c"]] {
+        let silu = conv(Model::new(13))
+            .node(Node::new("Mul", &inputs, &["y"]))
+            .output("y");
+        assert_eq!(steps(silu), ["Conv"], "Mul({inputs:?})");
+    }
+    // The sigmoid is also an output: nothing is rewritten (Sigmoid fuses instead).
+    let shared = conv(Model::new(13))
+        .node(Node::new("Mul", &["c", "s"], &["y"]))
+        .output("y")
+        .output("s");
+    assert_eq!(steps(shared).len(), 3);
+    // x · Sigmoid(z) with z ≠ x: not a SiLU.
+    let other = conv(Model::new(13))
+        .input("z", &[1, 4, 5, 5])
+        .node(Node::new("Sigmoid", &["z"], &["t"]))
+        .node(Node::new("Mul", &["c", "t"], &["y"]))
+        .output("y");
+    assert_eq!(steps(other), ["Conv", "Sigmoid", "Mul"]);
+}

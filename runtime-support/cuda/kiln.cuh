@@ -70,6 +70,7 @@ __device__ __forceinline__ long long kiln_stride() {
 #define KILN_OP_ERF 10
 #define KILN_OP_HARD_SIGMOID 11  // f0 = alpha, f1 = beta
 #define KILN_OP_HARD_SWISH 12
+#define KILN_OP_SWISH 13      // f0 = alpha
 
 __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float f1) {
     switch (op) {
@@ -88,6 +89,7 @@ __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float 
         return v != v ? v : fminf(fmaxf(v, 0.0f), 1.0f);
     }
     case KILN_OP_HARD_SWISH: return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
+    case KILN_OP_SWISH: return x / (1.0f + expf(-f0 * x));
     default: return x;
     }
 }

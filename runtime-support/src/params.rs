@@ -51,6 +51,10 @@ pub enum Activation {
     },
     /// `x · max(0, min(1, x/6 + 1/2))`.
     HardSwish,
+    /// `x · sigmoid(alpha · x)` (SiLU at alpha = 1: YOLO's `x * Sigmoid(x)`).
+    Swish {
+        alpha: f32,
+    },
 }
 
 /// 2-D convolution over NCHW, weights OIHW (ONNX layout), optional bias of length
@@ -150,6 +154,10 @@ pub enum Unary {
     },
     /// `x · max(0, min(1, x/6 + 1/2))`.
     HardSwish,
+    /// `x · sigmoid(alpha · x)`.
+    Swish {
+        alpha: f32,
+    },
 }
 
 /// Inference-time batch normalisation over NCHW-like data: `c` channels, each

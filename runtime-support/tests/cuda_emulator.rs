@@ -251,7 +251,7 @@ impl Rng {
     }
 }
 
-const ACTIVATIONS: [Activation; 7] = [
+const ACTIVATIONS: [Activation; 8] = [
     Activation::None,
     Activation::Relu,
     Activation::LeakyRelu { alpha: 0.1 },
@@ -265,6 +265,7 @@ const ACTIVATIONS: [Activation; 7] = [
         beta: 0.5,
     },
     Activation::HardSwish,
+    Activation::Swish { alpha: 1.0 },
 ];
 
 fn rank_array(xs: &[usize]) -> [usize; MAX_RANK] {
@@ -729,7 +730,7 @@ fn matmul_cases() -> Vec<Case> {
 // ---------------------------------------------------------------------------------
 // Elementwise
 
-const UNARIES: [Unary; 11] = [
+const UNARIES: [Unary; 13] = [
     Unary::Relu,
     Unary::LeakyRelu { alpha: 0.3 },
     Unary::Sigmoid,
@@ -747,6 +748,8 @@ const UNARIES: [Unary; 11] = [
         beta: 0.5,
     },
     Unary::HardSwish,
+    Unary::Swish { alpha: 1.0 },
+    Unary::Swish { alpha: 0.5 },
 ];
 
 fn unary_cases() -> Vec<Case> {

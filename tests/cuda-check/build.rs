@@ -1,8 +1,8 @@
 //! Compiles, for the CUDA target, the nine zoo models (`testdata/<model>/random.onnx`,
 //! made by `scripts/make_testdata.py`) and three small models built in memory (from
 //! `compiler/tests/common`: the tiny classifier and the "kitchen sink" that uses most
-//! operators; and two Gemms cuBLAS can take; these also for the CPU target, to
-//! compare with).
+//! operators; two Gemms cuBLAS can take; and SiLU standalone and fused into a
+//! convolution; these also for the CPU target, to compare with).
 //! Writes `cuda_check.rs`: one module per model and a table of them.
 //!
 //! So "every generated CUDA module compiles as Rust" is the build of this crate.
@@ -75,6 +75,7 @@ fn main() {
         ("tiny", common::tiny_classifier(false).bytes()),
         ("kitchen_sink", common::kitchen_sink().bytes()),
         ("gemms", gemms().bytes()),
+        ("silu", silu().bytes()),
     ] {
         for (suffix, target) in [("cuda", Target::Cuda), ("cpu", Target::Cpu)] {
             let module_name = format!("{name}_{suffix}");
@@ -123,6 +124,27 @@ fn gemms() -> common::Model {
                 .float("alpha", 0.5)
                 .float("beta", 2.0),
         )
+        .output("y")
+}
+
+/// `x · Sigmoid(x)` twice: on the input (a standalone Swish step) and after a
+/// convolution (fused into it as its activation).
+fn silu() -> common::Model {
+    use common::{Model, Node, Rng};
+    let mut rng = Rng::new(13);
+    Model::new(13)
+        .input("x", &[1, 8, 6, 6])
+        .init_raw("w", &[8, 8, 3, 3], &rng.floats(8 * 8 * 9))
+        .init("b", &[8], rng.floats(8))
+        .node(Node::new("Sigmoid", &["x"], &["s"]))
+        .node(Node::new("Mul", &["s", "x"], &["u"]).name("silu_in"))
+        .node(
+            Node::new("Conv", &["u", "w", "b"], &["c"])
+                .name("conv")
+                .ints("pads", &[1, 1, 1, 1]),
+        )
+        .node(Node::new("Sigmoid", &["c"], &["t"]))
+        .node(Node::new("Mul", &["c", "t"], &["y"]).name("silu_out"))
         .output("y")
 }
 

@@ -32,6 +32,10 @@ pub fn activation(rt: &TokenStream, a: Activation) -> TokenStream {
         Activation::Relu => quote!(#rt::params::Activation::Relu),
         Activation::Sigmoid => quote!(#rt::params::Activation::Sigmoid),
         Activation::HardSwish => quote!(#rt::params::Activation::HardSwish),
+        Activation::Swish { alpha } => {
+            let alpha = f32_lit(alpha);
+            quote!(#rt::params::Activation::Swish { alpha: #alpha })
+        }
         Activation::HardSigmoid { alpha, beta } => {
             let (alpha, beta) = (f32_lit(alpha), f32_lit(beta));
             quote!(#rt::params::Activation::HardSigmoid { alpha: #alpha, beta: #beta })
@@ -58,6 +62,10 @@ pub fn unary(rt: &TokenStream, u: Unary) -> TokenStream {
         Unary::Sqrt => quote!(#rt::params::Unary::Sqrt),
         Unary::Erf => quote!(#rt::params::Unary::Erf),
         Unary::HardSwish => quote!(#rt::params::Unary::HardSwish),
+        Unary::Swish { alpha } => {
+            let alpha = f32_lit(alpha);
+            quote!(#rt::params::Unary::Swish { alpha: #alpha })
+        }
         Unary::HardSigmoid { alpha, beta } => {
             let (alpha, beta) = (f32_lit(alpha), f32_lit(beta));
             quote!(#rt::params::Unary::HardSigmoid { alpha: #alpha, beta: #beta })

@@ -105,6 +105,7 @@ fn activation(a: Option<Activation>) -> tp::ConvActivation {
             tp::ConvActivation::HardSigmoid { alpha, beta }
         }
         Some(Activation::HardSwish) => tp::ConvActivation::HardSwish,
+        Some(Activation::Swish { alpha }) => tp::ConvActivation::Swish { alpha },
     }
 }
 

@@ -92,6 +92,7 @@ fn legacy_unary(op: tp::UnaryOp) -> Option<legacy::Unary> {
         tp::UnaryOp::Erf => legacy::Unary::Erf,
         tp::UnaryOp::HardSigmoid { alpha, beta } => legacy::Unary::HardSigmoid { alpha, beta },
         tp::UnaryOp::HardSwish => legacy::Unary::HardSwish,
+        tp::UnaryOp::Swish { alpha } => legacy::Unary::Swish { alpha },
         _ => return None,
     })
 }

@@ -853,7 +853,7 @@ pub const OPS: &[OpDef] = &[
         name: "Swish",
         since: 24,
         types: Types::Float,
-        cuda: false,
+        cuda: true,
         parse: |cx| {
             Ok(Arc::new(Unary {
                 name: "Swish",

@@ -179,6 +179,7 @@ pub const fn activation_code(a: Activation) -> (i32, f32, f32) {
         Activation::Clip { min, max } => (5, min, max),
         Activation::HardSigmoid { alpha, beta } => (11, alpha, beta),
         Activation::HardSwish => (12, 0.0, 0.0),
+        Activation::Swish { alpha } => (13, alpha, 0.0),
     }
 }
 
@@ -197,6 +198,7 @@ pub const fn unary_code(op: Unary) -> (i32, f32, f32) {
         Unary::Erf => (10, 0.0, 0.0),
         Unary::HardSigmoid { alpha, beta } => (11, alpha, beta),
         Unary::HardSwish => (12, 0.0, 0.0),
+        Unary::Swish { alpha } => (13, alpha, 0.0),
     }
 }
 

@@ -62,6 +62,10 @@ macro_rules! with_unary {
                 let $f = |x: f32| x * (x / 6.0 + 0.5).clamp(0.0, 1.0);
                 $body
             }
+            Unary::Swish { alpha } => {
+                let $f = move |x: f32| x * simd::sigmoid(alpha * x);
+                $body
+            }
         }
     };
 }
@@ -108,6 +112,7 @@ fn activation_op(a: Activation) -> Option<Unary> {
         Activation::Sigmoid => Some(Unary::Sigmoid),
         Activation::HardSigmoid { alpha, beta } => Some(Unary::HardSigmoid { alpha, beta }),
         Activation::HardSwish => Some(Unary::HardSwish),
+        Activation::Swish { alpha } => Some(Unary::Swish { alpha }),
     }
 }
 

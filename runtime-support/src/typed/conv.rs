@@ -13,7 +13,7 @@
 
 use core::ops::{Add, Mul};
 
-use super::elem::Elem;
+use super::elem::{Elem, sigmoid};
 use super::params::{MatMul, RANK};
 use crate::Error;
 use serde::Serialize;
@@ -28,6 +28,7 @@ pub enum ConvActivation {
     Sigmoid,
     HardSigmoid { alpha: f32, beta: f32 },
     HardSwish,
+    Swish { alpha: f32 },
 }
 
 impl ConvActivation {
@@ -54,14 +55,8 @@ impl ConvActivation {
                 (alpha as f64 * v + beta as f64).clamp(0.0, 1.0)
             }
             ConvActivation::HardSwish => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
-            ConvActivation::Sigmoid => {
-                if v >= 0.0 {
-                    1.0 / (1.0 + (-v).exp())
-                } else {
-                    let e = v.exp();
-                    e / (1.0 + e)
-                }
-            }
+            ConvActivation::Swish { alpha } => v * sigmoid(alpha as f64 * v),
+            ConvActivation::Sigmoid => sigmoid(v),
         }
     }
 }

@@ -187,7 +187,7 @@ fn fmin(a: f64, b: f64) -> f64 {
     if a.is_nan() || a <= b { a } else { b }
 }
 
-fn sigmoid(x: f64) -> f64 {
+pub(crate) fn sigmoid(x: f64) -> f64 {
     // Two forms so that exp never overflows into inf/inf.
     if x >= 0.0 {
         1.0 / (1.0 + (-x).exp())

@@ -71,6 +71,7 @@ pub fn unary_ref(op: Unary, x: f32) -> f32 {
         // ONNX: max(0, min(1, alpha·x + beta)); HardSwish is x · HardSigmoid(1/6, 1/2).
         Unary::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
         Unary::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
+        Unary::Swish { alpha } => x / (1.0 + (-(alpha as f64) * x).exp()),
     };
     y as f32
 }
@@ -84,11 +85,12 @@ pub fn activation_ref(a: Activation, x: f32) -> f32 {
         Activation::Sigmoid => unary_ref(Unary::Sigmoid, x),
         Activation::HardSigmoid { alpha, beta } => unary_ref(Unary::HardSigmoid { alpha, beta }, x),
         Activation::HardSwish => unary_ref(Unary::HardSwish, x),
+        Activation::Swish { alpha } => unary_ref(Unary::Swish { alpha }, x),
     }
 }
 
 /// Every fused activation, for tests that sweep them.
-pub const ACTIVATIONS: [Activation; 7] = [
+pub const ACTIVATIONS: [Activation; 9] = [
     Activation::None,
     Activation::Relu,
     Activation::LeakyRelu { alpha: 0.1 },
@@ -102,6 +104,8 @@ pub const ACTIVATIONS: [Activation; 7] = [
         beta: 0.5,
     },
     Activation::HardSwish,
+    Activation::Swish { alpha: 1.0 },
+    Activation::Swish { alpha: 1.702 },
 ];
 
 /// Bit-for-bit equality (NaNs included): in-place kernels run the out-of-place

@@ -229,6 +229,19 @@ fn gemms_match_cpu_target() {
     against_cpu(m, out.y, &x);
 }
 
+/// SiLU as a standalone Swish step and fused into a convolution.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with -- --ignored"]
+fn silu_matches_cpu_target() {
+    use kiln_cuda_check::generated::silu_cpu;
+    let m = small("silu_cuda");
+    let x = input(m.inputs[0].len(), 4);
+    let model = silu_cpu::Model::load(weights_path(m)).unwrap();
+    let mut ctx = silu_cpu::Context::new();
+    let out = model.run(&mut ctx, silu_cpu::Inputs { x: &x }).unwrap();
+    against_cpu(m, out.y, &x);
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with -- --ignored"]
 fn kitchen_sink_matches_cpu_target() {

@@ -117,6 +117,23 @@ fn tiny_matches_cpu_target() {
     against_cpu(m, vec![out.prob.to_vec()], &x);
 }
 
+/// SiLU (`x · Sigmoid(x)`) as a standalone Swish step and fused into a convolution.
+#[test]
+fn silu_matches_cpu_target() {
+    use kiln_cuda_check::generated::silu_cpu;
+    let m = small("silu_cuda");
+    assert_eq!(
+        m.steps.iter().map(|(_, op)| *op).collect::<Vec<_>>(),
+        ["Swish", "Conv"],
+        "both SiLUs rewritten, the second fused"
+    );
+    let x = input(m.inputs[0].len(), 4);
+    let model = silu_cpu::Model::load(m.weights.unwrap()).unwrap();
+    let mut ctx = silu_cpu::Context::new();
+    let out = model.run(&mut ctx, silu_cpu::Inputs { x: &x }).unwrap();
+    against_cpu(m, vec![out.y.to_vec()], &x);
+}
+
 #[test]
 fn kitchen_sink_matches_cpu_target() {
     use kiln_cuda_check::generated::kitchen_sink_cpu;

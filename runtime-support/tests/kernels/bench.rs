@@ -184,6 +184,10 @@ fn bench_other_kernels() {
     );
     report("unary relu", time(|| unary(Unary::Relu, &x, &mut y)));
     report("unary sigmoid", time(|| unary(Unary::Sigmoid, &x, &mut y)));
+    report(
+        "unary swish",
+        time(|| unary(Unary::Swish { alpha: 1.0 }, &x, &mut y)),
+    );
     report("unary tanh", time(|| unary(Unary::Tanh, &x, &mut y)));
     report("unary exp", time(|| unary(Unary::Exp, &x, &mut y)));
     report("unary erf", time(|| unary(Unary::Erf, &x, &mut y)));

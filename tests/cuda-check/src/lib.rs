@@ -69,3 +69,38 @@ impl Launcher for Recorder {
         Ok(())
     }
 }
+
+/// Deterministic inputs in [-1, 1) for the small models (xorshift32).
+pub fn input(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+/// Checks a zoo model's outputs `outs` (run on `what`) against onnxruntime's in `dir`,
+/// with the tolerances of `tests/tests/zoo.rs`: logits within 1e-3 · max(1, max|ref|),
+/// probabilities within 1e-4.
+pub fn check_zoo_outputs(name: &str, dir: &std::path::Path, outs: &[Vec<f32>], what: &str) {
+    let logits = logits_index(dir);
+    for (i, got) in outs.iter().enumerate() {
+        let file = format!("random_expected_{i}.npy");
+        let want = load_npy(&dir.join(&file));
+        let atol = if i == logits {
+            1e-3 * want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()))
+        } else {
+            1e-4
+        };
+        let (max, ok) = compare(got, &want.data, atol, 0.0);
+        eprintln!("{name:<12} {what} output {i}: max |diff| {max:.3e} (atol {atol:.1e})");
+        assert!(
+            ok,
+            "{name} ({what}): output {i} differs from {file}: max |diff| {max:e}"
+        );
+    }
+}

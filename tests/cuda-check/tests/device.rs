@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use kiln_cuda_check::{CudaModel, compare, load_npy, logits_index, small, zoo};
+use kiln_cuda_check::{CudaModel, check_zoo_outputs, compare, input, load_npy, small, zoo};
 use kiln_runtime::Weights;
 use kiln_runtime::cuda::{DeviceContext, DeviceModel};
 
@@ -133,23 +133,8 @@ fn zoo_model(name: &str) {
     let dir = data_dir(m);
     let x = load_npy(&dir.join("random_input_0.npy"));
     assert_eq!(x.shape, m.inputs[0].shape, "{name}: input shape");
-    let logits = logits_index(&dir);
     for (mode, outs) in on_device(m, &[&x.data], 20) {
-        for (i, got) in outs.iter().enumerate() {
-            let file = format!("random_expected_{i}.npy");
-            let want = load_npy(&dir.join(&file));
-            let atol = if i == logits {
-                1e-3 * want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()))
-            } else {
-                1e-4
-            };
-            let (max, ok) = compare(got, &want.data, atol, 0.0);
-            eprintln!("{name:<12} {mode:?} output {i}: max |diff| {max:.3e} (atol {atol:.1e})");
-            assert!(
-                ok,
-                "{name} ({mode:?}): output {i} differs from {file}: max |diff| {max:e}"
-            );
-        }
+        check_zoo_outputs(name, &dir, &outs, &format!("{mode:?}"));
     }
 }
 
@@ -174,19 +159,6 @@ zoo_tests!(
     vgg19,
     zfnet512,
 );
-
-/// Deterministic inputs in [-1, 1) (as in `tests/emulator.rs`).
-fn input(len: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 fn against_cpu(m: &CudaModel, cpu: &[f32], x: &[f32]) {
     for (mode, outs) in on_device(m, &[x], 20) {

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kiln_cuda_check::{CudaModel, compare, load_npy, logits_index, small, zoo};
+use kiln_cuda_check::{CudaModel, check_zoo_outputs, compare, input, load_npy, small, zoo};
 use kiln_runtime::Weights;
 use kiln_runtime::cuda::emulator::Emulator;
 
@@ -48,22 +48,7 @@ fn zoo_model(name: &str) {
     let x = load_npy(&dir.join("random_input_0.npy"));
     assert_eq!(x.shape, m.inputs[0].shape, "{name}: input shape");
     let outs = emulate(m, &[&x.data]);
-    let logits = logits_index(dir);
-    for (i, got) in outs.iter().enumerate() {
-        let file = format!("random_expected_{i}.npy");
-        let want = load_npy(&dir.join(&file));
-        let atol = if i == logits {
-            1e-3 * want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()))
-        } else {
-            1e-4
-        };
-        let (max, ok) = compare(got, &want.data, atol, 0.0);
-        eprintln!("{name:<12} output {i} ({file}): max |diff| {max:.3e} (atol {atol:.1e})");
-        assert!(
-            ok,
-            "{name}: output {i} differs from {file}: max |diff| {max:e}"
-        );
-    }
+    check_zoo_outputs(name, dir, &outs, "emulator");
 }
 
 #[test]
@@ -74,19 +59,6 @@ fn squeezenet() {
 #[test]
 fn shufflenet() {
     zoo_model("shufflenet");
-}
-
-/// Deterministic inputs in [-1, 1).
-fn input(len: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
 }
 
 fn against_cpu(m: &CudaModel, cpu: Vec<Vec<f32>>, x: &[f32]) {

@@ -383,17 +383,28 @@ pub fn fuse_activations(graph: &mut Graph) {
 /// then `Mul`) → `HardSwish(x)`, so the producer of `x` can fuse it. Float32 only; each
 /// intermediate value must feed only the next node of the pattern.
 pub fn hard_swish_patterns(graph: &mut Graph) {
+    rewrite_as_unary(graph, "HardSwish", UnaryOp::HardSwish, hard_swish_at);
+}
+
+/// Replaces each pattern `find` matches, ending at node `i`, by one `Unary` node at
+/// `i` reading `x`, and removes the pattern's other nodes (`find` returns `x` and
+/// their indices).
+fn rewrite_as_unary(
+    graph: &mut Graph,
+    name: &'static str,
+    op: UnaryOp,
+    find: impl Fn(&Graph, usize) -> Option<(ValueId, Vec<usize>)>,
+) {
     let mut i = 0;
     while i < graph.nodes.len() {
-        if let Some((x, dead)) = hard_swish_at(graph, i) {
+        if let Some((x, mut dead)) = find(graph, i) {
             graph.nodes[i].op = Arc::new(Unary {
-                name: "HardSwish",
-                op: UnaryOp::HardSwish,
+                name,
+                op,
                 types: crate::ops::Types::Float,
             });
             graph.nodes[i].inputs = vec![Some(x)];
             let before = dead.iter().filter(|&&d| d < i).count();
-            let mut dead = dead;
             dead.sort_unstable_by(|a, b| b.cmp(a));
             for d in dead {
                 graph.nodes.remove(d);
@@ -480,22 +491,9 @@ fn hard_swish_at(graph: &Graph, end: usize) -> Option<(ValueId, Vec<usize>)> {
 /// the producer of `x` can fuse it and one pass replaces two. Float32 only; the
 /// Sigmoid's output must feed only the `Mul`.
 pub fn swish_patterns(graph: &mut Graph) {
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        if let Some((x, sigmoid)) = swish_at(graph, i) {
-            graph.nodes[i].op = Arc::new(Unary {
-                name: "Swish",
-                op: UnaryOp::Swish { alpha: 1.0 },
-                types: crate::ops::Types::Float,
-            });
-            graph.nodes[i].inputs = vec![Some(x)];
-            graph.nodes.remove(sigmoid);
-            if sigmoid < i {
-                i -= 1;
-            }
-        }
-        i += 1;
-    }
+    rewrite_as_unary(graph, "Swish", UnaryOp::Swish { alpha: 1.0 }, |g, i| {
+        swish_at(g, i).map(|(x, sigmoid)| (x, vec![sigmoid]))
+    });
 }
 
 /// The input `x` of a `x · Sigmoid(x)` ending at the `Mul` node `end`, and the

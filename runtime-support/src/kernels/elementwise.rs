@@ -102,6 +102,16 @@ macro_rules! with_binary {
     };
 }
 
+/// The ops with a vector form in [`simd`] (see [`simd::VectorMap`]).
+fn vector_map(op: Unary) -> Option<simd::VectorMap> {
+    match op {
+        Unary::Exp => Some(simd::VectorMap::Exp),
+        Unary::Sigmoid => Some(simd::VectorMap::Sigmoid),
+        Unary::Swish { alpha } => Some(simd::VectorMap::Swish { alpha }),
+        _ => None,
+    }
+}
+
 /// The unary op a fused activation applies, if any.
 fn activation_op(a: Activation) -> Option<Unary> {
     match a {
@@ -122,6 +132,7 @@ fn activation_op(a: Activation) -> Option<Unary> {
 pub(crate) fn bias_activate(act: Activation, bias: f32, y: &mut [f32]) {
     match activation_op(act) {
         None if bias == 0.0 => {}
+        Some(op) if let Some(f) = vector_map(op) => simd::map_vectors(f, bias, None, y),
         None => {
             for v in y {
                 *v += bias;
@@ -154,6 +165,9 @@ pub fn unary_inplace(op: Unary, y: &mut [f32]) {
 
 /// `y = op(x)`; `x` is `None` when it is `y` itself.
 fn map_unary(op: Unary, x: Option<&[f32]>, y: &mut [f32]) {
+    if let Some(f) = vector_map(op) {
+        return simd::map_vectors(f, 0.0, x, y);
+    }
     vectorize!({
         with_unary!(op, |f| map_row(
             y,

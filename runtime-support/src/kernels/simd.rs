@@ -19,7 +19,7 @@
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and
 //! `Iterator::sum` (a strictly ordered reduction) do not.
 
-use faer::traits::pulp;
+use faer::traits::pulp::{self, Simd, WithSimd};
 
 /// Runs the block, compiled for the widest SIMD level the CPU supports.
 macro_rules! vectorize {
@@ -38,6 +38,29 @@ pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
     pulp::Arch::new().dispatch(f)
 }
 
+/// Constants of Cephes' `expf`, shared by [`exp`] and [`exp_vector`].
+mod expf {
+    pub const LOG2E: f32 = std::f32::consts::LOG2_E;
+    /// ln 2 split in two so that `n * LN2_HI` is exact.
+    pub const LN2_HI: f32 = 0.693_359_4;
+    pub const LN2_LO: f32 = -2.121_944_4e-4;
+    /// ln(f32::MAX) and ln(f32::MIN_POSITIVE).
+    pub const HI: f32 = 88.722_84;
+    pub const LO: f32 = -87.336_55;
+    /// The polynomial for `(e^r - 1 - r) / r^2`, highest degree first.
+    pub const POLY: [f32; 6] = [
+        1.987_569_1e-4,
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ];
+    /// Adding 2^23 to an integer-valued float in [0, 2^23) puts the integer in the low
+    /// mantissa bits, from where a shift moves it into the exponent field.
+    pub const TWO_23: f32 = 8_388_608.0;
+}
+
 /// `e^x` in single precision, branch-free so that it vectorises.
 ///
 /// Cephes' `expf`: `x = n ln 2 + r` with `|r| <= ln 2 / 2`, a degree-6 polynomial for
@@ -46,29 +69,20 @@ pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
 /// to zero, above `f32::MAX` they are infinite, and NaN stays NaN.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    // ln 2 split in two so that `n * LN2_HI` is exact.
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // ln(f32::MAX) and ln(f32::MIN_POSITIVE).
-    const HI: f32 = 88.722_84;
-    const LO: f32 = -87.336_55;
+    use expf::*;
     let xc = x.clamp(LO, HI);
     let n = (xc * LOG2E + 0.5).floor();
     let r = xc - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4_f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
+    let mut p = POLY[0];
+    for c in &POLY[1..] {
+        p = p * r + c;
+    }
     p = p * r * r + r + 1.0;
     // n is in [-126, 128]; 2^128 is not a float, so the top case is 2^127 * 2.
     // 2^n from its biased exponent n + 127, without a float-to-int conversion (whose
-    // saturating form does not vectorise): adding 2^23 puts the integer n + 127 in the
-    // low mantissa bits, and the shift moves it into the exponent field.
+    // saturating form does not vectorise).
     let n_lo = n.min(127.0);
-    let biased = (n_lo + 127.0 + 8_388_608.0).to_bits();
+    let biased = (n_lo + 127.0 + TWO_23).to_bits();
     let scale = f32::from_bits(biased << 23);
     let y = p * scale * (n - n_lo + 1.0);
     if x > HI {
@@ -77,6 +91,184 @@ pub(crate) fn exp(x: f32) -> f32 {
         0.0
     } else {
         y
+    }
+}
+
+/// Vectors that the vector maps work on at once: four independent dependency chains
+/// interleaved, so that the out-of-order core overlaps their latencies (one chain per
+/// loop iteration ran at a third of the throughput).
+const BATCH: usize = 4;
+
+/// A batch of vectors.
+type Batch<S> = [<S as Simd>::f32s; BATCH];
+
+/// `f` applied to every vector of a batch, in source order one step for all four.
+macro_rules! each {
+    ($v:ident in $batch:expr => $f:expr) => {{
+        let mut out = $batch;
+        for $v in out.iter_mut() {
+            *$v = $f;
+        }
+        out
+    }};
+}
+
+/// [`exp`] on a batch of vectors, written with `pulp`'s SIMD operations (fused
+/// multiply-adds where the CPU has them), for loops that must not leave a scalar
+/// remainder: a 48-column row of a convolution's output is one 32-wide vector loop
+/// iteration and sixteen scalar `exp`s when LLVM vectorises [`exp`] itself.
+#[inline(always)]
+fn exp_batch<S: Simd>(s: S, x: Batch<S>) -> Batch<S> {
+    use expf::*;
+    let c = |v: f32| s.splat_f32s(v);
+    // `max(LO, x)` keeps a NaN `x` (x86's max returns its second operand on NaN).
+    let xc = each!(v in x => s.min_f32s(c(HI), s.max_f32s(c(LO), *v)));
+    // Round to nearest by adding and subtracting 1.5 * 2^23.
+    let round = c(1.5 * TWO_23);
+    let n = each!(v in xc => s.sub_f32s(s.mul_add_e_f32s(*v, c(LOG2E), round), round));
+    let mut r = xc;
+    for i in 0..BATCH {
+        r[i] = s.mul_add_e_f32s(n[i], c(-LN2_HI), r[i]);
+    }
+    for i in 0..BATCH {
+        r[i] = s.mul_add_e_f32s(n[i], c(-LN2_LO), r[i]);
+    }
+    let mut p = [c(POLY[0]); BATCH];
+    for &k in &POLY[1..] {
+        for i in 0..BATCH {
+            p[i] = s.mul_add_e_f32s(p[i], r[i], c(k));
+        }
+    }
+    for i in 0..BATCH {
+        let r2 = s.mul_f32s(r[i], r[i]);
+        p[i] = s.add_f32s(s.mul_add_e_f32s(p[i], r2, r[i]), c(1.0));
+    }
+    // 2^n as in `exp`, the top case (n = 128) as 2^127 * 2.
+    let mut y = p;
+    for i in 0..BATCH {
+        let n_lo = s.min_f32s(n[i], c(127.0));
+        let biased = s.transmute_u32s_f32s(s.add_f32s(n_lo, c(127.0 + TWO_23)));
+        let scale = s.transmute_f32s_u32s(s.wrapping_dyn_shl_u32s(biased, s.splat_u32s(23)));
+        let top = s.add_f32s(s.sub_f32s(n[i], n_lo), c(1.0));
+        y[i] = s.mul_f32s(s.mul_f32s(p[i], scale), top);
+    }
+    for i in 0..BATCH {
+        let y_hi = s.select_f32s(s.greater_than_f32s(x[i], c(HI)), c(f32::INFINITY), y[i]);
+        y[i] = s.select_f32s(s.less_than_f32s(x[i], c(LO)), c(0.0), y_hi);
+    }
+    y
+}
+
+/// The maps with a vector form: the transcendental activations, whose scalar
+/// remainder on a short row costs as much as the vector loop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum VectorMap {
+    Exp,
+    Sigmoid,
+    /// `x · sigmoid(alpha · x)`.
+    Swish {
+        alpha: f32,
+    },
+}
+
+/// `y = f(x + bias)` elementwise (`x` is `None` when it is `y` itself), in batches of
+/// vectors, the last one loaded and stored masked.
+pub(crate) fn map_vectors(f: VectorMap, bias: f32, x: Option<&[f32]>, y: &mut [f32]) {
+    if let Some(x) = x {
+        assert_eq!(x.len(), y.len(), "map_vectors: lengths");
+    }
+    pulp::Arch::new().dispatch(MapVectors { f, bias, x, y });
+}
+
+struct MapVectors<'a> {
+    f: VectorMap,
+    bias: f32,
+    x: Option<&'a [f32]>,
+    y: &'a mut [f32],
+}
+
+impl WithSimd for MapVectors<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        let MapVectors { f, bias, x, y } = self;
+        let one = s.splat_f32s(1.0);
+        match f {
+            VectorMap::Exp => map_batches(
+                s,
+                bias,
+                x,
+                y,
+                #[inline(always)]
+                |v| exp_batch(s, v),
+            ),
+            VectorMap::Sigmoid => map_batches(
+                s,
+                bias,
+                x,
+                y,
+                #[inline(always)]
+                |v| {
+                    let e = exp_batch(s, each!(u in v => s.neg_f32s(*u)));
+                    each!(u in e => s.div_f32s(one, s.add_f32s(one, *u)))
+                },
+            ),
+            VectorMap::Swish { alpha } => {
+                let minus_alpha = s.splat_f32s(-alpha);
+                map_batches(
+                    s,
+                    bias,
+                    x,
+                    y,
+                    #[inline(always)]
+                    |v| {
+                        let e = exp_batch(s, each!(u in v => s.mul_f32s(minus_alpha, *u)));
+                        let mut out = v;
+                        for i in 0..BATCH {
+                            out[i] = s.div_f32s(v[i], s.add_f32s(one, e[i]));
+                        }
+                        out
+                    },
+                )
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn map_batches<S: Simd>(
+    s: S,
+    bias: f32,
+    x: Option<&[f32]>,
+    y: &mut [f32],
+    f: impl Fn(Batch<S>) -> Batch<S>,
+) {
+    let lanes = S::F32_LANES;
+    let width = BATCH * lanes;
+    let bias = s.splat_f32s(bias);
+    let full = y.len() - y.len() % width;
+    let (y_full, y_tail) = y.split_at_mut(full);
+    let x_tail = x.map(|x| &x[full..]);
+    for (at, out) in y_full.chunks_exact_mut(width).enumerate() {
+        let source = x.map(|x| &x[at * width..][..width]);
+        let (vectors, _) = S::as_simd_f32s(source.unwrap_or(out));
+        let batch = std::array::from_fn(|i| s.add_f32s(vectors[i], bias));
+        let (out, _) = S::as_mut_simd_f32s(out);
+        out[..BATCH].copy_from_slice(&f(batch));
+    }
+    if y_tail.is_empty() {
+        return;
+    }
+    // The last, partial batch: up to BATCH vectors, each loaded masked (zero past the
+    // end) and stored masked.
+    let source = x_tail.unwrap_or(y_tail);
+    let part = |i: usize| (i * lanes).min(source.len())..((i + 1) * lanes).min(source.len());
+    let batch = std::array::from_fn(|i| s.add_f32s(s.partial_load_f32s(&source[part(i)]), bias));
+    let result = f(batch);
+    for (i, v) in result.into_iter().enumerate() {
+        let range = (i * lanes).min(y_tail.len())..((i + 1) * lanes).min(y_tail.len());
+        s.partial_store_f32s(&mut y_tail[range], v);
     }
 }
 

@@ -623,3 +623,72 @@ fn bench_winograd() {
         wino * 1e3
     );
 }
+
+/// The im2col convolutions of YOLOv8n at 320×320, one of each shape, SiLU fused
+/// (`KILN_BENCH_ACTIVATION=none` leaves it out, to see what the epilogue costs).
+#[test]
+#[ignore = "benchmark"]
+fn bench_yolo_convolutions() {
+    let silu = match std::env::var("ACT").as_deref() {
+        Ok("none") => Activation::None,
+        _ => Activation::Swish { alpha: 1.0 },
+    };
+    let layers = [
+        conv(3, 16, 320, 3, 2, silu),
+        conv(16, 32, 160, 3, 2, silu),
+        conv(16, 16, 80, 3, 1, silu),
+        conv(32, 64, 80, 3, 2, silu),
+        conv(32, 32, 40, 3, 1, silu),
+        conv(64, 128, 40, 3, 2, silu),
+        conv(64, 64, 20, 3, 1, silu),
+        conv(128, 256, 20, 3, 2, silu),
+        conv(128, 128, 10, 3, 1, silu),
+        conv(64, 64, 40, 3, 1, silu),
+        conv(64, 80, 40, 3, 1, silu),
+        conv(80, 80, 40, 3, 1, silu),
+        conv(32, 32, 80, 1, 1, silu),
+        conv(48, 32, 80, 1, 1, silu),
+        conv(192, 64, 40, 1, 1, silu),
+        conv(384, 128, 20, 1, 1, silu),
+    ];
+    let x: Vec<f32> = (0..16 * 160 * 160 * 4)
+        .map(|i| (i % 97) as f32 * 0.01 - 0.4)
+        .collect();
+    let w: Vec<f32> = (0..256 * 128 * 9)
+        .map(|i| (i % 89) as f32 * 0.001 - 0.04)
+        .collect();
+    let bias = vec![0.01; 256];
+    let mut y = vec![0.0; 32 * 160 * 160];
+    let mut scratch = vec![0.0; 1 << 20];
+    let mut total = 0.0;
+    for p in layers {
+        let xl = p.c_in * p.h_in * p.w_in;
+        let wl = p.c_out * p.c_in * p.kernel[0] * p.kernel[1];
+        let yl = p.c_out * p.h_out * p.w_out;
+        let s = p.scratch_len();
+        let t = time(|| {
+            conv2d(
+                &p,
+                &x[..xl],
+                &w[..wl],
+                Some(&bias[..p.c_out]),
+                &mut y[..yl],
+                &mut scratch[..s],
+            )
+        });
+        let macs = (wl * p.h_out * p.w_out) as f64;
+        println!(
+            "conv {:4}->{:4} {}x{} s{} {:3}: {:7.3} ms {:5.1} GMAC/s",
+            p.c_in,
+            p.c_out,
+            p.kernel[0],
+            p.kernel[1],
+            p.stride[0],
+            p.h_in,
+            t * 1e3,
+            macs / t * 1e-9
+        );
+        total += t;
+    }
+    println!("all: {:.3} ms", total * 1e3);
+}

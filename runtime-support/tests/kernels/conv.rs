@@ -187,10 +187,20 @@ fn depthwise() {
     let p = params(2, 5, [9, 11], 5, [3, 3], [1, 1], [1, 1], [1; 4], 5);
     assert!(p.is_depthwise() && p.scratch_len() > 0);
     check(p, 15);
-    // Unpadded: read in place, no scratch.
+    // Unpadded.
     let p = params(1, 3, [9, 11], 3, [3, 3], [1, 1], [1, 1], [0; 4], 3);
-    assert!(p.is_depthwise() && p.scratch_len() == 0);
+    assert!(p.is_depthwise());
     check(p, 18);
+    // Stride 3 with dilation 2 (phases 0, 2, 1 for the three kernel columns), and a
+    // kernel wider than the input.
+    check(
+        params(1, 2, [8, 23], 2, [3, 3], [1, 3], [2, 2], [1, 2, 0, 1], 2),
+        39,
+    );
+    check(
+        params(1, 2, [3, 4], 2, [1, 9], [1, 1], [1, 1], [0, 4, 0, 4], 2),
+        40,
+    );
     // Rows narrower than a block (7×7 with a 5×5 kernel, a late stage).
     let p = params(1, 4, [7, 7], 4, [5, 5], [1, 1], [1, 1], [2; 4], 4);
     check(p, 19);

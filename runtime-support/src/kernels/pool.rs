@@ -1,7 +1,25 @@
 //! Pooling: 2-D max/average pooling over NCHW, and the mean over the innermost axis
 //! that GlobalAveragePool becomes.
+//!
+//! A plane is pooled in bands of output rows, each through three stack buffers and
+//! with no edge case and no gather:
+//!
+//! 1. **copy**: the band's input rows are copied with their padding written out as the
+//!    reduction's identity (`-inf`, or 0 for a sum), split by phase of both strides:
+//!    padded row `r`, column `c` goes to phase plane `(r % sh, c % sw)`, at row `r / sh`,
+//!    column `c / sw`. Stride 2 becomes four planes of contiguous runs.
+//! 2. **across**: for each row phase, tap `kj` of every output column is the run of
+//!    phase plane `kj·dw % sw` from `kj·dw / sw`, so the horizontal reduction of the whole
+//!    band is `kw` operations on flat slices (rows included: a row's last columns pick
+//!    up the next row's, and are never read).
+//! 3. **down**: tap `ki` of every output row is the across-result of row phase
+//!    `ki·dh % sh` from row `ki·dh / sh`: `kh` more flat operations.
+//!
+//! Then each output row is copied out (or divided by its tap count, for an average).
+//! Small planes (a 14×14 late stage) are one band and a handful of loops over a few
+//! hundred contiguous elements, where a per-row or per-tap walk spent its time in
+//! set-up. Rows too wide for the buffers go tap by tap.
 
-use super::elementwise::Row;
 use super::simd::{self, vectorize};
 use super::window::{Axis, Window, accumulate};
 use crate::arena::Overlapped;
@@ -15,17 +33,26 @@ use crate::threads;
 /// are not counted, as in onnxruntime).
 pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
-    assert_eq!(x.len(), p.n * p.c * plane_in, "pool2d: X");
-    assert_eq!(y.len(), p.n * p.c * plane_out, "pool2d: Y");
+    let planes = p.n * p.c;
+    assert_eq!(x.len(), planes * plane_in, "pool2d: X");
+    assert_eq!(y.len(), planes * plane_out, "pool2d: Y");
     if y.is_empty() {
         return;
     }
-    let win = window(p);
-    // Planes are independent: with worker threads, each thread takes whole planes.
+    let pool = Pooling::new(p);
+    // Planes are independent: with worker threads, each takes a group of whole planes
+    // (one group per thread, so that the buffers are set up once per thread).
+    let per_group = planes.div_ceil(threads::current());
     let work = y.len() * p.kernel[0] * p.kernel[1];
-    let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
-    threads::for_each(planes, work, |(x, out)| {
-        vectorize!({ pool_plane(p, &win, x, out) })
+    let groups = y.chunks_mut(per_group * plane_out).enumerate();
+    threads::for_each(groups, work, |(g, out)| {
+        let x = &x[g * per_group * plane_in..][..out.len() / plane_out * plane_in];
+        vectorize!({
+            let mut bufs = Buffers::new(pool.identity());
+            for (q, out) in out.chunks_exact_mut(plane_out).enumerate() {
+                pool.plane(&x[q * plane_in..][..plane_in], out, &mut bufs);
+            }
+        })
     });
 }
 
@@ -45,111 +72,290 @@ pub fn pool2d_overlapping(p: &Pool2d, mut xy: Overlapped<'_>) {
     if plane_out == 0 {
         return;
     }
-    let win = window(p);
+    let pool = Pooling::new(p);
     vectorize!({
+        let mut bufs = Buffers::new(pool.identity());
         for q in 0..planes {
             let (x, out) = xy.plane(q);
-            pool_plane(p, &win, x, out);
+            pool.plane(x, out, &mut bufs);
         }
     });
 }
 
-fn window(p: &Pool2d) -> Window {
-    Window::new(
-        [p.h_in, p.w_in],
-        [p.h_out, p.w_out],
-        p.kernel,
-        p.stride,
-        p.dilation,
-        p.pads,
-    )
+/// Floats in each of the stack buffers a band is pooled through (8 KiB each).
+const BAND_MAX: usize = 2048;
+
+/// The working memory of [`Pooling::plane`], set up once per group of planes.
+struct Buffers {
+    /// The band's input, phase-split and padded. Every band of every plane has the
+    /// same layout, so the cells of padding columns, filled with the identity here,
+    /// are never written again; rows of padding are filled band by band.
+    copy: [f32; BAND_MAX],
+    /// The horizontal reduction, one plane per row phase.
+    across: [f32; BAND_MAX],
+    /// The band's outputs, `phase_len` apart.
+    down: [f32; BAND_MAX],
 }
 
-/// One output plane from one input plane. The output is written before the input is
-/// fully read, so the two must not share bytes.
-#[inline(always)]
-fn pool_plane(p: &Pool2d, win: &Window, x: &[f32], out: &mut [f32]) {
-    match p.kind {
-        PoolKind::Max => reduce_plane(win, x, out, f32::NEG_INFINITY, f32::max),
-        PoolKind::Average { count_include_pad } => {
-            reduce_plane(win, x, out, 0.0, |a, b| a + b);
-            divide_by_count(win, count_include_pad, out);
+impl Buffers {
+    fn new(identity: f32) -> Self {
+        Buffers {
+            copy: [identity; BAND_MAX],
+            across: [0.0; BAND_MAX],
+            down: [0.0; BAND_MAX],
         }
     }
 }
 
-/// Widest input row [`reduce_plane`] reduces through its stack buffer.
-const ROW_MAX: usize = 1024;
+/// One pooling call's geometry, worked out once for all its planes.
+struct Pooling {
+    win: Window,
+    kind: PoolKind,
+    /// `None` when a band of one output row does not fit the buffers.
+    bands: Option<Bands>,
+    /// For an average: each output column's share of its tap count.
+    col_counts: [f32; BAND_MAX],
+}
 
-/// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside the plane.
-/// Max and sum are separable: for each output row, the rows its window covers are
-/// first reduced into one (contiguous, vectorised), then each output reduces its
-/// window's columns of that row (`kh + kw` steps per output instead of `kh · kw`,
-/// where a tap-by-tap walk spent its time in per-tap set-up on small planes). Rows
-/// wider than [`ROW_MAX`] go tap by tap.
-#[inline(always)]
-fn reduce_plane(
-    win: &Window,
-    x: &[f32],
-    out: &mut [f32],
-    identity: f32,
-    f: impl Fn(f32, f32) -> f32 + Copy,
-) {
-    let (h, w) = (&win.h, &win.w);
-    if w.in_len > ROW_MAX {
+/// How a plane is cut into bands (see the module doc).
+#[derive(Debug, Clone, Copy)]
+struct Bands {
+    /// Output rows per band (the last band may have fewer).
+    rows: usize,
+    /// Rows of each phase plane (those a full band copies).
+    phase_rows: usize,
+    /// Padded columns per phase of the horizontal stride: the row length of every
+    /// phase plane, and the distance between output rows in `across` and `down`.
+    phase_len: usize,
+    /// The input columns some window reads (the rest are never copied).
+    cols_read: usize,
+}
+
+/// Padded positions a window reads along `a` for `out` outputs.
+fn span(a: &Axis, out: usize) -> usize {
+    (out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1
+}
+
+impl Bands {
+    fn new(win: &Window) -> Option<Self> {
+        let (h, w) = (&win.h, &win.w);
+        if h.kernel == 0 || w.kernel == 0 {
+            return None;
+        }
+        let phase_len = span(w, w.out_len).div_ceil(w.stride);
+        // A band of `b` output rows copies `phase_rows(b) · sh` rows of
+        // `phase_len · sw` floats.
+        let row_len = phase_len * w.stride;
+        let max_phase_rows = BAND_MAX / row_len / h.stride;
+        let first = span(h, 1).div_ceil(h.stride);
+        if max_phase_rows < first {
+            return None;
+        }
+        // `phase_rows(b) = b - 1 + phase_rows(1)`.
+        let rows = (max_phase_rows - first + 1).min(h.out_len);
+        Some(Bands {
+            rows,
+            phase_rows: span(h, rows).div_ceil(h.stride),
+            phase_len,
+            cols_read: w.in_len.min(span(w, w.out_len).saturating_sub(w.pad_begin)),
+        })
+    }
+}
+
+impl Pooling {
+    fn new(p: &Pool2d) -> Self {
+        let win = Window::new(
+            [p.h_in, p.w_in],
+            [p.h_out, p.w_out],
+            p.kernel,
+            p.stride,
+            p.dilation,
+            p.pads,
+        );
+        let bands = Bands::new(&win);
+        let mut col_counts = [0.0; BAND_MAX];
+        if let (PoolKind::Average { count_include_pad }, Some(_)) = (p.kind, bands) {
+            // `w.out_len < phase_len <= BAND_MAX`.
+            for (ow, c) in col_counts[..p.w_out].iter_mut().enumerate() {
+                *c = taps_counted(&win.w, ow, count_include_pad) as f32;
+            }
+        }
+        Pooling {
+            win,
+            kind: p.kind,
+            bands,
+            col_counts,
+        }
+    }
+
+    /// The reduction's start: the value of padding.
+    fn identity(&self) -> f32 {
+        match self.kind {
+            PoolKind::Max => f32::NEG_INFINITY,
+            PoolKind::Average { .. } => 0.0,
+        }
+    }
+
+    /// One output plane from one input plane (the two must not share bytes).
+    #[inline(always)]
+    fn plane(&self, x: &[f32], out: &mut [f32], bufs: &mut Buffers) {
+        let identity = self.identity();
+        match self.kind {
+            PoolKind::Max => self.reduce(x, out, bufs, identity, f32::max),
+            PoolKind::Average { .. } => self.reduce(x, out, bufs, identity, |a, b| a + b),
+        }
+    }
+
+    /// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside the
+    /// plane, divided by the tap count for an average.
+    #[inline(always)]
+    fn reduce(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        bufs: &mut Buffers,
+        identity: f32,
+        f: impl Fn(f32, f32) -> f32 + Copy,
+    ) {
+        let Some(bands) = self.bands else {
+            return self.reduce_tap_by_tap(x, out, identity, f);
+        };
+        let (h, w) = (&self.win.h, &self.win.w);
+        let (l, sh, sw) = (bands.phase_len, h.stride, w.stride);
+        let plane = bands.phase_rows * l;
+        // The last columns of each flat result that no output reads.
+        let unread = (w.kernel - 1) * w.dilation / sw;
+        for oh0 in (0..h.out_len).step_by(bands.rows) {
+            let rows = bands.rows.min(h.out_len - oh0);
+            let phase_rows = span(h, rows).div_ceil(sh);
+
+            // 1. copy: padded row `r` of the band to row phase `r % sh`.
+            let copy = &mut bufs.copy[..plane * sh * sw];
+            for r in 0..phase_rows * sh {
+                let ih = (oh0 * sh + r) as isize - h.pad_begin as isize;
+                let phases = &mut copy[(r % sh) * sw * plane..][..sw * plane];
+                let at = r / sh * l;
+                if (0..h.in_len as isize).contains(&ih) {
+                    let src = &x[ih as usize * w.in_len..][..bands.cols_read];
+                    split_columns(src, w.pad_begin, sw, plane, at, phases);
+                } else {
+                    for phase in phases.chunks_exact_mut(plane) {
+                        phase[at..][..l].fill(identity);
+                    }
+                }
+            }
+
+            // 2. across: `kw` flat operations per row phase.
+            let n = phase_rows * l - unread;
+            for rp in 0..sh {
+                let dst = &mut bufs.across[rp * plane..][..n];
+                for kj in 0..w.kernel {
+                    let c = kj * w.dilation;
+                    let src = &copy[(rp * sw + c % sw) * plane + c / sw..][..n];
+                    combine(kj == 0, dst, src, f);
+                }
+            }
+
+            // 3. down: `kh` flat operations.
+            let m = rows * l - unread;
+            let down = &mut bufs.down[..m];
+            for ki in 0..h.kernel {
+                let r = ki * h.dilation;
+                let src = &bufs.across[(r % sh) * plane + r / sh * l..][..m];
+                combine(ki == 0, down, src, f);
+            }
+
+            // Output rows are `l` apart in `down`, `w.out_len <= l - unread` long.
+            let out = out[oh0 * w.out_len..][..rows * w.out_len].chunks_exact_mut(w.out_len);
+            for (b, y) in out.enumerate() {
+                let v = &down[b * l..][..w.out_len];
+                match self.kind {
+                    PoolKind::Max => y.copy_from_slice(v),
+                    PoolKind::Average { count_include_pad } => {
+                        let rows_counted = taps_counted(h, oh0 + b, count_include_pad) as f32;
+                        let cols = &self.col_counts[..w.out_len];
+                        for ((y, &v), &c) in y.iter_mut().zip(v).zip(cols) {
+                            let n = rows_counted * c;
+                            *y = if n == 0.0 { 0.0 } else { v / n };
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The same for rows too wide for the buffers: every tap over the outputs it
+    /// reaches inside the plane (strided runs), then the division.
+    fn reduce_tap_by_tap(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        identity: f32,
+        f: impl Fn(f32, f32) -> f32 + Copy,
+    ) {
         out.fill(identity);
-        return win.for_each_tap(
+        self.win.for_each_tap(
             x,
             out,
             #[inline(always)]
             |_, out, input| accumulate(out, input, f),
         );
-    }
-    let mut buf = [0.0f32; ROW_MAX];
-    let rows = &mut buf[..w.in_len];
-    // Outputs whose every column tap lies inside the row.
-    let inner = {
-        let (first, last) = (w.outputs_for_tap(0), w.outputs_for_tap(w.kernel - 1));
-        first.start.max(last.start)..first.end.min(last.end).max(first.start.max(last.start))
-    };
-    for (oh, out_row) in out.chunks_exact_mut(w.out_len).enumerate() {
-        rows.fill(identity);
-        for ki in h.taps_inside(oh) {
-            let ih = h.input_pos(oh, ki) as usize;
-            for (r, &v) in rows.iter_mut().zip(&x[ih * w.in_len..][..w.in_len]) {
-                *r = f(*r, v);
-            }
-        }
-        let rows = &*rows;
-        // Edges tap by tap; the inner outputs one tap at a time over the whole run
-        // (a contiguous or strided slice operation, vectorised).
-        for ow in (0..inner.start).chain(inner.end..w.out_len) {
-            let mut acc = identity;
-            for kj in w.taps_inside(ow) {
-                acc = f(acc, rows[w.input_pos(ow, kj) as usize]);
-            }
-            out_row[ow] = acc;
-        }
-        let run = &mut out_row[inner.clone()];
-        run.fill(identity);
-        if !run.is_empty() {
-            for kj in 0..w.kernel {
-                let start = w.input_pos(inner.start, kj) as usize;
-                accumulate(run, Row::strided(&rows[start..], w.stride, run.len()), f);
+        if let PoolKind::Average { count_include_pad } = self.kind {
+            let (h, w) = (&self.win.h, &self.win.w);
+            for (oh, row) in out.chunks_exact_mut(w.out_len).enumerate() {
+                let rows = taps_counted(h, oh, count_include_pad);
+                for (ow, v) in row.iter_mut().enumerate() {
+                    let n = rows * taps_counted(w, ow, count_include_pad);
+                    *v = if n == 0 { 0.0 } else { *v / n as f32 };
+                }
             }
         }
     }
 }
 
-/// Turns the window sums of one output plane into averages. The count is separable:
-/// (taps counted along the height) × (taps counted along the width).
+/// Writes one input row's columns into the `sw` phase planes of a row phase
+/// (`plane` floats apart), at `at` in each: column `c` of the padded row (input
+/// column `c - pad`) goes to plane `c % sw`, position `c / sw`.
 #[inline(always)]
-fn divide_by_count(win: &Window, count_include_pad: bool, out: &mut [f32]) {
-    for (oh, row) in out.chunks_exact_mut(win.w.out_len).enumerate() {
-        let rows = taps_counted(&win.h, oh, count_include_pad);
-        for (ow, v) in row.iter_mut().enumerate() {
-            let n = rows * taps_counted(&win.w, ow, count_include_pad);
-            *v = if n == 0 { 0.0 } else { *v / n as f32 };
+fn split_columns(src: &[f32], pad: usize, sw: usize, plane: usize, at: usize, phases: &mut [f32]) {
+    match sw {
+        1 => phases[at + pad..][..src.len()].copy_from_slice(src),
+        2 => {
+            // From the first even padded column on, pairs go one to each plane.
+            let (head, src) = src.split_at((pad % 2).min(src.len()));
+            let (even, odd) = phases.split_at_mut(plane);
+            if let Some(&v) = head.first() {
+                odd[at + pad / 2] = v;
+            }
+            let start = at + pad.div_ceil(2);
+            let (pairs, tail) = src.as_chunks::<2>();
+            let even_run = &mut even[start..][..pairs.len() + tail.len()];
+            let odd_run = &mut odd[start..][..pairs.len()];
+            for ((&[a, b], e), o) in pairs.iter().zip(even_run.iter_mut()).zip(odd_run) {
+                *e = a;
+                *o = b;
+            }
+            if let Some(&v) = tail.first() {
+                even[start + pairs.len()] = v;
+            }
+        }
+        _ => {
+            for (i, &v) in src.iter().enumerate() {
+                let c = i + pad;
+                phases[c % sw * plane + at + c / sw] = v;
+            }
+        }
+    }
+}
+
+/// `dst = src` for the first tap, else `dst = f(dst, src)`.
+#[inline(always)]
+fn combine(first: bool, dst: &mut [f32], src: &[f32], f: impl Fn(f32, f32) -> f32) {
+    if first {
+        dst.copy_from_slice(src);
+    } else {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f(*d, s);
         }
     }
 }

@@ -1,9 +1,11 @@
-//! Geometry of a 2-D window sliding over one image plane, shared by pooling, the
-//! direct depthwise convolution and im2col.
+//! Geometry of a 2-D window sliding over one image plane, for pooling: the taps each
+//! output counts (an average's divisor), and a tap-by-tap walk for rows too wide for
+//! pooling's buffers.
 //!
-//! Padding is never materialised: for each kernel tap the range of outputs whose input
-//! falls inside the plane is computed once, and loops run only over that range, as
-//! contiguous (stride 1) or strided runs that [`map_row`] turns into tight loops.
+//! The walk never materialises padding: for each kernel tap the range of outputs
+//! whose input falls inside the plane is computed once, and loops run only over that
+//! range, as contiguous (stride 1) or strided runs that [`map_row`] turns into tight
+//! loops.
 
 use std::ops::Range;
 

@@ -726,3 +726,78 @@ fn time_layers(label: &str, layers: &[Conv2d]) {
     }
     println!("all: {:.3} ms", total * 1e3);
 }
+
+/// The pools of the zoo models, one of each shape (`[c, h, w]` in, kernel, stride,
+/// pads; floor mode): SqueezeNet's, AlexNet's and Inception's 3×3 stride-2 max pools,
+/// ResNet's padded one, VGG's 2×2, Inception v2's stride-1 3×3 average pools, DenseNet's
+/// 2×2 and ShuffleNet's 3×3 stride-2 average pools.
+#[test]
+#[ignore = "benchmark"]
+fn bench_pools() {
+    let average = PoolKind::Average {
+        count_include_pad: false,
+    };
+    let pool = |kind, [c, h, w]: [usize; 3], k: usize, s: usize, pads: [usize; 4]| {
+        let out = |n: usize, b: usize, e: usize| (n + b + e - k) / s + 1;
+        Pool2d {
+            kind,
+            n: 1,
+            c,
+            h_in: h,
+            w_in: w,
+            h_out: out(h, pads[0], pads[2]),
+            w_out: out(w, pads[1], pads[3]),
+            kernel: [k, k],
+            stride: [s, s],
+            dilation: [1, 1],
+            pads,
+        }
+    };
+    let max = PoolKind::Max;
+    let pools = [
+        pool(max, [64, 111, 111], 3, 2, [0; 4]),
+        pool(max, [128, 55, 55], 3, 2, [0; 4]),
+        pool(max, [256, 27, 27], 3, 2, [0; 4]),
+        pool(max, [64, 112, 112], 3, 2, [1; 4]),
+        pool(max, [64, 112, 112], 3, 2, [0, 0, 1, 1]),
+        pool(max, [480, 27, 27], 3, 2, [0; 4]),
+        pool(max, [512, 13, 13], 3, 1, [1; 4]),
+        pool(max, [64, 224, 224], 2, 2, [0; 4]),
+        pool(max, [512, 28, 28], 2, 2, [0; 4]),
+        pool(average, [256, 28, 28], 3, 1, [1; 4]),
+        pool(average, [576, 14, 14], 3, 1, [1; 4]),
+        pool(average, [1024, 7, 7], 3, 1, [1; 4]),
+        pool(average, [128, 56, 56], 2, 2, [0; 4]),
+        pool(average, [136, 28, 28], 3, 2, [1; 4]),
+    ];
+    let most = |f: &dyn Fn(&Pool2d) -> usize| pools.iter().map(f).max().unwrap_or(0);
+    let len = |p: &Pool2d| p.c * p.h_in * p.w_in;
+    let out_len = |p: &Pool2d| p.c * p.h_out * p.w_out;
+    let x: Vec<f32> = (0..most(&len))
+        .map(|i| (i % 97) as f32 * 0.01 - 0.4)
+        .collect();
+    let mut y = vec![0.0; most(&out_len)];
+    let mut total = 0.0;
+    for p in &pools {
+        let t = time(|| pool2d(p, &x[..len(p)], &mut y[..out_len(p)]));
+        println!(
+            "{:<7} {:4}x{:3}x{:3} {}x{} s{} pads {:?}: {:7.3} ms {:5.2} ns/output",
+            if p.kind == PoolKind::Max {
+                "max"
+            } else {
+                "average"
+            },
+            p.c,
+            p.h_in,
+            p.w_in,
+            p.kernel[0],
+            p.kernel[1],
+            p.stride[0],
+            p.pads,
+            t * 1e3,
+            t * 1e9 / out_len(p) as f64
+        );
+        total += t;
+    }
+    println!("all pools: {:.3} ms", total * 1e3);
+}

@@ -182,7 +182,23 @@ fn pools_match_reference() {
             params(kind, 1, [1, 1], [2, 2], [2, 2], [1, 1], [0, 0, 1, 1], true),
             s + 7,
         );
-        // Rows wider than the separable path's buffer (1024) go tap by tap.
+        // Planes taller than one band (the kernel's buffers hold 2048 floats): three
+        // bands of stride-2 rows (the last one short) with padding rows at the top and
+        // bottom, two bands of stride-1 rows, and an odd left pad at stride 2 (the
+        // first column goes to the odd phase).
+        check(
+            params(kind, 2, [70, 61], [3, 3], [2, 2], [1, 1], [1; 4], false),
+            s + 9,
+        );
+        check(
+            params(kind, 1, [90, 40], [3, 3], [1, 1], [1, 1], [1; 4], false),
+            s + 10,
+        );
+        check(
+            params(kind, 2, [9, 12], [3, 3], [2, 2], [1, 1], [0, 1, 2, 2], true),
+            s + 11,
+        );
+        // Rows too wide for one band of the buffers go tap by tap.
         check(
             params(
                 kind,

@@ -16,9 +16,14 @@
 //!    `ki·dh % sh` from row `ki·dh / sh`: `kh` more flat operations.
 //!
 //! Then each output row is copied out (or divided by its tap count, for an average).
-//! Small planes (a 14×14 late stage) are one band and a handful of loops over a few
-//! hundred contiguous elements, where a per-row or per-tap walk spent its time in
-//! set-up. Rows too wide for the buffers go tap by tap.
+//! Rows too wide for the buffers go tap by tap.
+//!
+//! Stride-1 pools whose output is as large as their input (Inception's 3×3 pools,
+//! YOLO's SPPF) skip the copy: the taps are flat operations straight over the input
+//! of as many whole planes as the buffer holds, the few outputs whose window leaves
+//! their row (or plane) are recomputed from that row (or plane) alone, and the result
+//! is written in place of a copy out. A 7×7 late stage costs a few loops per dozens
+//! of planes instead of a few per row.
 
 use super::simd::{self, vectorize};
 use super::window::{Axis, Window, accumulate};
@@ -47,12 +52,7 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
     let groups = y.chunks_mut(per_group * plane_out).enumerate();
     threads::for_each(groups, work, |(g, out)| {
         let x = &x[g * per_group * plane_in..][..out.len() / plane_out * plane_in];
-        vectorize!({
-            let mut bufs = Buffers::new(pool.identity());
-            for (q, out) in out.chunks_exact_mut(plane_out).enumerate() {
-                pool.plane(&x[q * plane_in..][..plane_in], out, &mut bufs);
-            }
-        })
+        vectorize!({ pool.planes(x, out, &mut Buffers::new(pool.identity())) })
     });
 }
 
@@ -77,7 +77,7 @@ pub fn pool2d_overlapping(p: &Pool2d, mut xy: Overlapped<'_>) {
         let mut bufs = Buffers::new(pool.identity());
         for q in 0..planes {
             let (x, out) = xy.plane(q);
-            pool.plane(x, out, &mut bufs);
+            pool.planes(x, out, &mut bufs);
         }
     });
 }
@@ -85,13 +85,13 @@ pub fn pool2d_overlapping(p: &Pool2d, mut xy: Overlapped<'_>) {
 /// Floats in each of the stack buffers a band is pooled through (8 KiB each).
 const BAND_MAX: usize = 2048;
 
-/// The working memory of [`Pooling::plane`], set up once per group of planes.
+/// The working memory of [`Pooling::planes`], set up once per group of planes.
 struct Buffers {
     /// The band's input, phase-split and padded. Every band of every plane has the
     /// same layout, so the cells of padding columns, filled with the identity here,
     /// are never written again; rows of padding are filled band by band.
     copy: [f32; BAND_MAX],
-    /// The horizontal reduction, one plane per row phase.
+    /// The horizontal reduction, one plane per row phase (or of whole planes).
     across: [f32; BAND_MAX],
     /// The band's outputs, `phase_len` apart.
     down: [f32; BAND_MAX],
@@ -111,10 +111,20 @@ impl Buffers {
 struct Pooling {
     win: Window,
     kind: PoolKind,
-    /// `None` when a band of one output row does not fit the buffers.
-    bands: Option<Bands>,
-    /// For an average: each output column's share of its tap count.
-    col_counts: [f32; BAND_MAX],
+    path: Path,
+    /// For an average: each output column's share of its tap count ([`Path::Bands`]),
+    /// or each output's count ([`Path::Same`]).
+    counts: [f32; BAND_MAX],
+}
+
+/// How the planes of a call are pooled (see the module doc).
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    /// Stride 1, output as large as the input, and a plane fits the buffers.
+    Same,
+    Bands(Bands),
+    /// A band of one output row does not fit the buffers.
+    TapByTap,
 }
 
 /// How a plane is cut into bands (see the module doc).
@@ -172,19 +182,45 @@ impl Pooling {
             p.dilation,
             p.pads,
         );
-        let bands = Bands::new(&win);
-        let mut col_counts = [0.0; BAND_MAX];
-        if let (PoolKind::Average { count_include_pad }, Some(_)) = (p.kind, bands) {
-            // `w.out_len < phase_len <= BAND_MAX`.
-            for (ow, c) in col_counts[..p.w_out].iter_mut().enumerate() {
-                *c = taps_counted(&win.w, ow, count_include_pad) as f32;
+        // The pads add up to the window's reach (what makes the output as large).
+        let reach = |i: usize| p.kernel[i].saturating_sub(1) * p.dilation[i];
+        let same = p.stride == [1, 1]
+            && (p.h_out, p.w_out) == (p.h_in, p.w_in)
+            && p.pads[0] + p.pads[2] == reach(0)
+            && p.pads[1] + p.pads[3] == reach(1)
+            && p.h_in * p.w_in <= BAND_MAX;
+        let path = match Bands::new(&win) {
+            _ if same => Path::Same,
+            Some(bands) => Path::Bands(bands),
+            None => Path::TapByTap,
+        };
+        let mut counts = [0.0; BAND_MAX];
+        if let PoolKind::Average { count_include_pad } = p.kind {
+            let count = |a: &Axis, o: usize| taps_counted(a, o, count_include_pad) as f32;
+            match path {
+                // `h_out · w_out <= BAND_MAX`.
+                Path::Same => {
+                    let rows = counts.chunks_exact_mut(p.w_out).take(p.h_out);
+                    for (oh, row) in rows.enumerate() {
+                        for (ow, c) in row.iter_mut().enumerate() {
+                            *c = count(&win.h, oh) * count(&win.w, ow);
+                        }
+                    }
+                }
+                // `w_out < phase_len <= BAND_MAX`.
+                Path::Bands(_) => {
+                    for (ow, c) in counts[..p.w_out].iter_mut().enumerate() {
+                        *c = count(&win.w, ow);
+                    }
+                }
+                Path::TapByTap => {}
             }
         }
         Pooling {
             win,
             kind: p.kind,
-            bands,
-            col_counts,
+            path,
+            counts,
         }
     }
 
@@ -196,9 +232,9 @@ impl Pooling {
         }
     }
 
-    /// One output plane from one input plane (the two must not share bytes).
+    /// Output planes from as many whole input planes (the two must not share bytes).
     #[inline(always)]
-    fn plane(&self, x: &[f32], out: &mut [f32], bufs: &mut Buffers) {
+    fn planes(&self, x: &[f32], out: &mut [f32], bufs: &mut Buffers) {
         let identity = self.identity();
         match self.kind {
             PoolKind::Max => self.reduce(x, out, bufs, identity, f32::max),
@@ -206,7 +242,7 @@ impl Pooling {
         }
     }
 
-    /// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside the
+    /// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside its
     /// plane, divided by the tap count for an average.
     #[inline(always)]
     fn reduce(
@@ -217,9 +253,36 @@ impl Pooling {
         identity: f32,
         f: impl Fn(f32, f32) -> f32 + Copy,
     ) {
-        let Some(bands) = self.bands else {
-            return self.reduce_tap_by_tap(x, out, identity, f);
-        };
+        let (h, w) = (&self.win.h, &self.win.w);
+        let (plane_in, plane_out) = (h.in_len * w.in_len, h.out_len * w.out_len);
+        let planes = out.chunks_exact_mut(plane_out).enumerate();
+        let x_plane = |q: usize| &x[q * plane_in..][..plane_in];
+        match self.path {
+            Path::Same => self.reduce_same(x, out, bufs, identity, f),
+            Path::Bands(bands) => {
+                for (q, out) in planes {
+                    self.reduce_bands(bands, x_plane(q), out, bufs, identity, f);
+                }
+            }
+            Path::TapByTap => {
+                for (q, out) in planes {
+                    self.reduce_tap_by_tap(x_plane(q), out, identity, f);
+                }
+            }
+        }
+    }
+
+    /// [`Path::Bands`]: one plane.
+    #[inline(always)]
+    fn reduce_bands(
+        &self,
+        bands: Bands,
+        x: &[f32],
+        out: &mut [f32],
+        bufs: &mut Buffers,
+        identity: f32,
+        f: impl Fn(f32, f32) -> f32 + Copy,
+    ) {
         let (h, w) = (&self.win.h, &self.win.w);
         let (l, sh, sw) = (bands.phase_len, h.stride, w.stride);
         let plane = bands.phase_rows * l;
@@ -273,7 +336,7 @@ impl Pooling {
                     PoolKind::Max => y.copy_from_slice(v),
                     PoolKind::Average { count_include_pad } => {
                         let rows_counted = taps_counted(h, oh0 + b, count_include_pad) as f32;
-                        let cols = &self.col_counts[..w.out_len];
+                        let cols = &self.counts[..w.out_len];
                         for ((y, &v), &c) in y.iter_mut().zip(v).zip(cols) {
                             let n = rows_counted * c;
                             *y = if n == 0.0 { 0.0 } else { v / n };
@@ -284,8 +347,72 @@ impl Pooling {
         }
     }
 
-    /// The same for rows too wide for the buffers: every tap over the outputs it
-    /// reaches inside the plane (strided runs), then the division.
+    /// [`Path::Same`]: chunks of whole planes, the taps straight over the input.
+    #[inline(always)]
+    fn reduce_same(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        bufs: &mut Buffers,
+        identity: f32,
+        f: impl Fn(f32, f32) -> f32 + Copy,
+    ) {
+        let (h, w) = (&self.win.h, &self.win.w);
+        let (row, plane) = (w.in_len, h.in_len * w.in_len);
+        let chunk = BAND_MAX / plane * plane;
+        // The outputs whose window leaves the row (plane): the first `pad_begin` and
+        // the last `pad_end`.
+        let edges = |a: &Axis| {
+            let head = a.pad_begin.min(a.in_len);
+            (0..head).chain(a.in_len.saturating_sub(a.pad_end).max(head)..a.in_len)
+        };
+        for (x, out) in x.chunks(chunk).zip(out.chunks_mut(chunk)) {
+            // Across: each tap a flat run over the chunk's rows, then the edge columns
+            // of every row again from that row alone.
+            let across = &mut bufs.across[..x.len()];
+            across.fill(identity);
+            for kj in 0..w.kernel {
+                shifted(
+                    across,
+                    x,
+                    (kj * w.dilation) as isize - w.pad_begin as isize,
+                    f,
+                );
+            }
+            for (x, a) in x.chunks_exact(row).zip(across.chunks_exact_mut(row)) {
+                for ow in edges(w) {
+                    a[ow] = w
+                        .taps_inside(ow)
+                        .fold(identity, |acc, kj| f(acc, x[w.input_pos(ow, kj) as usize]));
+                }
+            }
+            // Down: the same over rows, then the edge rows of every plane again.
+            let across = &*across;
+            out.fill(identity);
+            for ki in 0..h.kernel {
+                let shift = (ki * h.dilation) as isize - h.pad_begin as isize;
+                shifted(out, across, shift * row as isize, f);
+            }
+            for (out, a) in out.chunks_exact_mut(plane).zip(across.chunks_exact(plane)) {
+                for oh in edges(h) {
+                    let out = &mut out[oh * row..][..row];
+                    out.fill(identity);
+                    for ki in h.taps_inside(oh) {
+                        let ih = h.input_pos(oh, ki) as usize;
+                        combine(false, out, &a[ih * row..][..row], f);
+                    }
+                }
+                if let PoolKind::Average { .. } = self.kind {
+                    for (v, &n) in out.iter_mut().zip(&self.counts[..plane]) {
+                        *v = if n == 0.0 { 0.0 } else { *v / n };
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Path::TapByTap`], for rows too wide for the buffers: every tap over the
+    /// outputs it reaches inside the plane (strided runs), then the division.
     fn reduce_tap_by_tap(
         &self,
         x: &[f32],
@@ -345,6 +472,17 @@ fn split_columns(src: &[f32], pad: usize, sw: usize, plane: usize, at: usize, ph
                 phases[c % sw * plane + at + c / sw] = v;
             }
         }
+    }
+}
+
+/// `dst[i] = f(dst[i], src[i + shift])` wherever `i + shift` lies in `src`.
+#[inline(always)]
+fn shifted(dst: &mut [f32], src: &[f32], shift: isize, f: impl Fn(f32, f32) -> f32) {
+    let n = dst.len().min(src.len()) as isize;
+    let (lo, hi) = ((-shift).max(0), n - shift.max(0));
+    if lo < hi {
+        let dst = &mut dst[lo as usize..hi as usize];
+        combine(false, dst, &src[(lo + shift) as usize..][..dst.len()], f);
     }
 }
 

@@ -182,6 +182,24 @@ fn pools_match_reference() {
             params(kind, 1, [1, 1], [2, 2], [2, 2], [1, 1], [0, 0, 1, 1], true),
             s + 7,
         );
+        // Stride 1 with the output as large as the input, several planes per pass:
+        // YOLO's 5×5 SPPF pool, uneven pads, dilation, a plane narrower than the pads.
+        check(
+            params(kind, 3, [10, 10], [5, 5], [1, 1], [1, 1], [2; 4], false),
+            s + 12,
+        );
+        check(
+            params(kind, 3, [6, 8], [5, 5], [1, 1], [1, 1], [2, 1, 2, 3], false),
+            s + 13,
+        );
+        check(
+            params(kind, 2, [7, 9], [3, 3], [1, 1], [2, 2], [1, 3, 3, 1], false),
+            s + 14,
+        );
+        check(
+            params(kind, 5, [2, 3], [5, 5], [1, 1], [1, 1], [2; 4], false),
+            s + 15,
+        );
         // Planes taller than one band (the kernel's buffers hold 2048 floats): three
         // bands of stride-2 rows (the last one short) with padding rows at the top and
         // bottom, two bands of stride-1 rows, and an odd left pad at stride 2 (the

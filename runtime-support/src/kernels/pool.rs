@@ -311,22 +311,21 @@ impl Pooling {
             // 2. across: `kw` flat operations per row phase.
             let n = phase_rows * l - unread;
             for rp in 0..sh {
-                let dst = &mut bufs.across[rp * plane..][..n];
-                for kj in 0..w.kernel {
+                let taps = (0..w.kernel).map(|kj| {
                     let c = kj * w.dilation;
-                    let src = &copy[(rp * sw + c % sw) * plane + c / sw..][..n];
-                    combine(kj == 0, dst, src, f);
-                }
+                    &copy[(rp * sw + c % sw) * plane + c / sw..][..n]
+                });
+                fold_runs(&mut bufs.across[rp * plane..][..n], taps, f);
             }
 
             // 3. down: `kh` flat operations.
             let m = rows * l - unread;
             let down = &mut bufs.down[..m];
-            for ki in 0..h.kernel {
+            let taps = (0..h.kernel).map(|ki| {
                 let r = ki * h.dilation;
-                let src = &bufs.across[(r % sh) * plane + r / sh * l..][..m];
-                combine(ki == 0, down, src, f);
-            }
+                &bufs.across[(r % sh) * plane + r / sh * l..][..m]
+            });
+            fold_runs(down, taps, f);
 
             // Output rows are `l` apart in `down`, `w.out_len <= l - unread` long.
             let out = out[oh0 * w.out_len..][..rows * w.out_len].chunks_exact_mut(w.out_len);
@@ -367,17 +366,17 @@ impl Pooling {
             (0..head).chain(a.in_len.saturating_sub(a.pad_end).max(head)..a.in_len)
         };
         for (x, out) in x.chunks(chunk).zip(out.chunks_mut(chunk)) {
-            // Across: each tap a flat run over the chunk's rows, then the edge columns
-            // of every row again from that row alone.
+            // Across: the taps as flat runs over the chunk's rows (from the first
+            // position whose every tap lies in the chunk to the last), then the edge
+            // columns of every row again from that row alone: those include every
+            // position the runs left out.
             let across = &mut bufs.across[..x.len()];
-            across.fill(identity);
-            for kj in 0..w.kernel {
-                shifted(
-                    across,
-                    x,
-                    (kj * w.dilation) as isize - w.pad_begin as isize,
-                    f,
-                );
+            let interior = w.pad_begin..x.len().saturating_sub(w.pad_end);
+            if !interior.is_empty() {
+                let taps = (0..w.kernel).map(|kj| {
+                    &x[interior.start + kj * w.dilation - w.pad_begin..][..interior.len()]
+                });
+                fold_runs(&mut across[interior.clone()], taps, f);
             }
             for (x, a) in x.chunks_exact(row).zip(across.chunks_exact_mut(row)) {
                 for ow in edges(w) {
@@ -388,10 +387,13 @@ impl Pooling {
             }
             // Down: the same over rows, then the edge rows of every plane again.
             let across = &*across;
-            out.fill(identity);
-            for ki in 0..h.kernel {
-                let shift = (ki * h.dilation) as isize - h.pad_begin as isize;
-                shifted(out, across, shift * row as isize, f);
+            let interior = h.pad_begin * row..out.len().saturating_sub(h.pad_end * row);
+            if !interior.is_empty() {
+                let taps = (0..h.kernel).map(|ki| {
+                    &across[interior.start + (ki * h.dilation) * row - h.pad_begin * row..]
+                        [..interior.len()]
+                });
+                fold_runs(&mut out[interior.clone()], taps, f);
             }
             for (out, a) in out.chunks_exact_mut(plane).zip(across.chunks_exact(plane)) {
                 for oh in edges(h) {
@@ -399,7 +401,7 @@ impl Pooling {
                     out.fill(identity);
                     for ki in h.taps_inside(oh) {
                         let ih = h.input_pos(oh, ki) as usize;
-                        combine(false, out, &a[ih * row..][..row], f);
+                        combine(out, &a[ih * row..][..row], f);
                     }
                 }
                 if let PoolKind::Average { .. } = self.kind {
@@ -475,26 +477,39 @@ fn split_columns(src: &[f32], pad: usize, sw: usize, plane: usize, at: usize, ph
     }
 }
 
-/// `dst[i] = f(dst[i], src[i + shift])` wherever `i + shift` lies in `src`.
+/// `dst[i] = f(..f(f(tap0[i], tap1[i]), tap2[i])..)`: a window's taps as runs as long
+/// as `dst`. The first three taps (a 3×3 window's along one axis) go in one pass,
+/// each later one in a pass of its own. (Two taps in one pass measured slower than a
+/// copy and a pass, on VGG's 2×2 pools: 1.0–1.15 ms against 0.72–0.80.)
 #[inline(always)]
-fn shifted(dst: &mut [f32], src: &[f32], shift: isize, f: impl Fn(f32, f32) -> f32) {
-    let n = dst.len().min(src.len()) as isize;
-    let (lo, hi) = ((-shift).max(0), n - shift.max(0));
-    if lo < hi {
-        let dst = &mut dst[lo as usize..hi as usize];
-        combine(false, dst, &src[(lo + shift) as usize..][..dst.len()], f);
+fn fold_runs<'a>(
+    dst: &mut [f32],
+    mut taps: impl Iterator<Item = &'a [f32]>,
+    f: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    let Some(a) = taps.next() else { return };
+    match (taps.next(), taps.next()) {
+        (None, _) => dst.copy_from_slice(a),
+        (Some(b), None) => {
+            dst.copy_from_slice(a);
+            combine(dst, b, f);
+        }
+        (Some(b), Some(c)) => {
+            for (((d, &a), &b), &c) in dst.iter_mut().zip(a).zip(b).zip(c) {
+                *d = f(f(a, b), c);
+            }
+            for tap in taps {
+                combine(dst, tap, f);
+            }
+        }
     }
 }
 
-/// `dst = src` for the first tap, else `dst = f(dst, src)`.
+/// `dst = f(dst, src)`.
 #[inline(always)]
-fn combine(first: bool, dst: &mut [f32], src: &[f32], f: impl Fn(f32, f32) -> f32) {
-    if first {
-        dst.copy_from_slice(src);
-    } else {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = f(*d, s);
-        }
+fn combine(dst: &mut [f32], src: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = f(*d, s);
     }
 }
 

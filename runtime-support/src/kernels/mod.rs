@@ -16,8 +16,8 @@
 //! - `pool`: MaxPool/AveragePool and ReduceMean; `norm`: BatchNorm, LRN, Softmax;
 //! - `affine`: per-channel scale and shift with a fused activation (folded BatchNorm);
 //! - `layout`: Concat, Transpose, copy;
-//! - helpers: `index` (shape simplification and odometers), `window` (pooling's
-//!   window geometry), `simd` (running loops with AVX2/FMA, vectorisable `exp`).
+//! - helpers: `index` (shape simplification and odometers), `window` (sliding-window
+//!   geometry), `simd` (running loops with AVX2/FMA, vectorisable `exp`).
 
 mod affine;
 mod conv;

@@ -1,6 +1,6 @@
-//! Geometry of a 2-D window sliding over one image plane, for pooling: the taps each
-//! output counts (an average's divisor), and a tap-by-tap walk for rows too wide for
-//! pooling's buffers.
+//! Geometry of a 2-D window sliding over one image plane, shared by im2col and
+//! pooling (the taps an average counts, and the tap-by-tap walk for rows too wide for
+//! pooling's buffers).
 //!
 //! The walk never materialises padding: for each kernel tap the range of outputs
 //! whose input falls inside the plane is computed once, and loops run only over that

@@ -970,6 +970,84 @@ fn lstm_bidirectional_batch_major() {
     close(&widen(&yc), LSTM_BI_YC, 1e-6);
 }
 
+/// float32 computes `W·x` of up to 32 steps in one product: over 70 steps (three
+/// chunks, the last one short; the reverse direction meets them last to first), in
+/// both layouts, with biases and initial states, it must give what the `f64` path
+/// (one dot product per gate and step, checked against onnx's reference above) gives.
+#[test]
+fn lstm_float32_long_sequences_match_f64() {
+    let (seq, batch, input, hidden) = (70, 2, 5, 4);
+    let x = sines(seq * batch * input, 0.37, 0.1, 1.0);
+    let w = sines(2 * 4 * hidden * input, 0.91, 0.2, 0.5);
+    let r = sines(2 * 4 * hidden * hidden, 0.53, 0.3, 0.5);
+    let b = sines(2 * 8 * hidden, 0.71, 0.4, 0.3);
+    let init = sines(2 * batch * hidden, 0.29, 0.5, 0.5);
+    for layout in [0, 1] {
+        let p = Lstm {
+            seq_len: seq,
+            batch,
+            input_size: input,
+            hidden,
+            direction: RnnDirection::Bidirectional,
+            layout,
+            activations: LSTM_ACT,
+            has_clip: false,
+            clip: 0.0,
+            input_forget: false,
+        };
+        let run = |t: &dyn Fn(&[f64]) -> Vec<f64>| {
+            let (mut y, mut yh, mut yc) = (
+                vec![0.0; seq * 2 * batch * hidden],
+                vec![0.0; 2 * batch * hidden],
+                vec![0.0; 2 * batch * hidden],
+            );
+            let mut scratch = vec![f64::NAN; p.scratch_len()];
+            let (x, w, r, b, init) = (t(&x), t(&w), t(&r), t(&b), t(&init));
+            lstm(
+                &p,
+                &x,
+                &w,
+                &r,
+                &b,
+                &init,
+                &init,
+                &[],
+                &mut y,
+                &mut yh,
+                &mut yc,
+                &mut scratch,
+            );
+            (y, yh, yc)
+        };
+        // In f64 on the inputs rounded to f32, then in float32.
+        let (y64, yh64, yc64) = run(&|v| widen(&narrow::<f32>(v)));
+        let n = narrow::<f32>;
+        let (mut y, mut yh, mut yc) = (
+            vec![0.0f32; seq * 2 * batch * hidden],
+            vec![0.0f32; 2 * batch * hidden],
+            vec![0.0f32; 2 * batch * hidden],
+        );
+        let mut scratch = vec![f32::NAN; p.scratch_len()];
+        lstm(
+            &p,
+            &n(&x),
+            &n(&w),
+            &n(&r),
+            &n(&b),
+            &n(&init),
+            &n(&init),
+            &[],
+            &mut y,
+            &mut yh,
+            &mut yc,
+            &mut scratch,
+        );
+        close(&widen(&y), &y64, 1e-5);
+        close(&widen(&yh), &yh64, 1e-5);
+        close(&widen(&yc), &yc64, 1e-5);
+    }
+}
+
 #[test]
 fn lstm_input_forget_and_clip() {
     // By hand: one step, one unit, zero weights but biases: pre-activations are the

@@ -1,7 +1,7 @@
 //! Recurrent layers: LSTM, GRU and RNN on the typed kernels
 //! (`kiln_runtime::typed::recurrent`). `sequence_lens` must be absent or a constant
-//! whose every entry is the full sequence length; the kernels' state scratch is planned
-//! as one more (unnamed) output of the step.
+//! whose every entry is the full sequence length; the kernels' scratch (states, and an
+//! LSTM's input products) is planned as the step's scratch.
 
 use std::sync::Arc;
 
@@ -560,9 +560,9 @@ impl Operator for Recurrent {
             outs.push((2, dt, slen));
         }
         debug_assert_eq!(outs.len(), self.cell.outputs());
-        // The state scratch: one more output that no value names.
-        outs.push((usize::MAX, dt, scratch));
-        cx.typed_multi(call, inputs, &outs)
+        // The states (and an LSTM's input products, whose need is capped: a build
+        // over ranges lends the largest).
+        cx.typed_with_scratch(call, inputs, &outs, (dt, scratch))
     }
 
     impl_as_any!();

@@ -2,12 +2,8 @@
 //!
 //! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
 //!   `X[c_in/g, H*W]`, so it is one GEMM `Y = W · X` on the input as it lies;
-//! - **depthwise** (one input and one output channel per group): a direct sliding
-//!   window, one multiply-add run per kernel tap and output row; a layer padded left
-//!   or right first copies each plane into `scratch` between zero columns, so that
-//!   every output of a row is an interior one (no clipped windows at the edges, which
-//!   on a 14×14 map with a 5×5 kernel are 4 columns of 14). Rows of taps outside the
-//!   plane are skipped, not padded: on a map 2 rows high a 5×5 kernel reads 2 rows;
+//! - **depthwise** (one input and one output channel per group): direct, in explicit
+//!   SIMD over a padded, stride-phase-split copy of each plane (`depthwise.rs`);
 //! - **everything else**: for each image, group and block of output positions,
 //!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per
 //!   position), then one GEMM `Y[:, block] = W_g · cols`.

@@ -1,10 +1,13 @@
 //! Recurrent layers over the float element types: ONNX LSTM, GRU and RNN.
 //!
 //! Arithmetic is `f64` within a step, but for float32 the dot products with `W` and
-//! `R` (nearly all the work) sum in `f32`, vectorised, as onnxruntime's do; the recurrent state (`H`, and `C` for LSTM)
-//! is kept in `T` between steps, in a caller-provided scratch slice (nothing
-//! allocates): `Params::scratch_len()` elements, which the compiler plans in the arena
-//! like any other tensor. The directions run one after the other and share it.
+//! `R` (nearly all the work) sum in `f32`, vectorised, as onnxruntime's do (an LSTM
+//! computes `W·x` of up to 32 steps in one product: `x` does not depend on the state,
+//! and a per-step product would read `W` once a step). The recurrent state (`H`, and
+//! `C` for LSTM) is kept in `T` between steps, in a caller-provided scratch slice
+//! (nothing allocates): `Params::scratch_len()` elements, which the compiler plans in
+//! the arena like any other tensor. The directions run one after the other and share
+//! it.
 //!
 //! `sequence_lens` is not an input: every batch entry runs the whole `seq_len` steps
 //! (all ONNX node tests use full lengths); the compiler must reject a `sequence_lens`
@@ -21,7 +24,10 @@ use std::any::TypeId;
 use serde::Serialize;
 
 use super::elem::Elem;
-use crate::kernels::{gemm, simd, unary, unary_inplace};
+use std::ops::Range;
+
+use crate::kernels::gemm::{self, Operand};
+use crate::kernels::{simd, unary, unary_inplace};
 use crate::params::Unary;
 
 /// An activation function of the recurrent operators (ONNX `activations`, with
@@ -195,8 +201,8 @@ impl Geometry {
         );
     }
 
-    /// Runs direction `d` over the sequence. `cell(t, b, x_row, h_prev, h_new, c, tmp)`
-    /// computes one batch row of a step: reads the previous hidden state `h_prev`
+    /// Runs direction `d` over the sequence. `cell([t, b], x_row, h_prev, h_new, c,
+    /// tmp)` computes batch row `b` of step `t`: reads the previous hidden state `h_prev`
     /// (`hidden` elements), writes `h_new`, updates the row `c` of the cell state in
     /// place (LSTM; empty otherwise) and may use `tmp` (`hidden` elements when given).
     /// Writes `Y` after every step and the final `Y_h`, `Y_c` (each possibly empty).
@@ -212,7 +218,7 @@ impl Geometry {
         with_tmp: bool,
         y: &mut [T],
         finals: [&mut [T]; 2],
-        mut cell: impl FnMut(&[T], &[T], &mut [T], &mut [T], &mut [T]),
+        mut cell: impl FnMut([usize; 2], &[T], &[T], &mut [T], &mut [T], &mut [T]),
     ) {
         let n = self.batch * self.hidden;
         let (ha, rest) = scratch.split_at_mut(n);
@@ -244,7 +250,14 @@ impl Geometry {
                 } else {
                     &mut [][..]
                 };
-                cell(xr, &prev[b * h..][..h], &mut next[b * h..][..h], cr, tr);
+                cell(
+                    [t, b],
+                    xr,
+                    &prev[b * h..][..h],
+                    &mut next[b * h..][..h],
+                    cr,
+                    tr,
+                );
                 if !y.is_empty() {
                     y[self.y_row(t, d, b)..][..h].copy_from_slice(&next[b * h..][..h]);
                 }
@@ -367,11 +380,22 @@ pub struct Lstm {
     pub input_forget: bool,
 }
 
+/// Steps of an LSTM whose input products float32 computes in one product (the
+/// scratch holds their gates).
+const LSTM_STEPS_AT_ONCE: usize = 32;
+
 impl Lstm {
     /// Elements of `T` the `scratch` argument of [`lstm`] holds: the states, and the
-    /// four gates' products of one batch row (float32 computes them a step at a time).
+    /// four gates of every batch row over [`LSTM_STEPS_AT_ONCE`] steps (float32
+    /// computes `W·x` for those steps in one product, reading `W` once instead of
+    /// once a step, then adds `R·h` a step at a time).
     pub const fn scratch_len(&self) -> usize {
-        3 * self.batch * self.hidden + 4 * self.hidden
+        let steps = if self.seq_len < LSTM_STEPS_AT_ONCE {
+            self.seq_len
+        } else {
+            LSTM_STEPS_AT_ONCE
+        };
+        3 * self.batch * self.hidden + steps * self.batch * 4 * self.hidden
     }
 
     fn geometry(&self) -> Geometry {
@@ -426,6 +450,7 @@ pub fn lstm<T: Elem>(
     // A build over declared ranges lends the scratch its largest size: use a prefix.
     assert!(scratch.len() >= p.scratch_len(), "lstm: scratch");
     let (scratch, gates) = scratch[..p.scratch_len()].split_at_mut(3 * g.batch * h);
+    let steps_at_once = gates.len() / (g.batch * 4 * h).max(1);
     let limit = p.has_clip.then_some(p.clip as f64);
     for d in 0..g.dirs {
         let w = &w[d * 4 * h * input..][..4 * h * input];
@@ -471,6 +496,8 @@ pub fn lstm<T: Elem>(
                 pp[k * h + j].to_f64()
             }
         };
+        // The chunk of `steps_at_once` steps whose input products `gates` holds.
+        let mut chunk_held = None;
         g.run(
             d,
             p.direction.reversed(d),
@@ -481,10 +508,19 @@ pub fn lstm<T: Elem>(
             false,
             y,
             [&mut *y_h, &mut *y_c],
-            |xr, hr, out, c, _| {
-                let gates: &[T] = match (as_f32(w), as_f32(r), as_f32_mut(gates)) {
-                    (Some(w), Some(r), Some(gates32)) => {
-                        gemm::matvec(w, bytemuck::cast_slice(xr), gates32, false);
+            |[t, bi], xr, hr, out, c, _| {
+                let f32s = (as_f32(x), as_f32(w), as_f32(r), as_f32_mut(&mut *gates));
+                let gates: &[T] = match f32s {
+                    (Some(x), Some(w), Some(r), Some(gates32)) => {
+                        let chunk = t / steps_at_once;
+                        if chunk_held != Some(chunk) {
+                            let steps =
+                                chunk * steps_at_once..((chunk + 1) * steps_at_once).min(g.seq_len);
+                            input_products(&g, x, w, steps, gates32);
+                            chunk_held = Some(chunk);
+                        }
+                        let row = (t % steps_at_once * g.batch + bi) * 4 * h;
+                        let gates32 = &mut gates32[row..][..4 * h];
                         gemm::matvec(r, bytemuck::cast_slice(hr), gates32, true);
                         if default_cell {
                             let (c, out) = (as_f32_mut(c), as_f32_mut(out));
@@ -499,7 +535,7 @@ pub fn lstm<T: Elem>(
                                 p.input_forget,
                             );
                         }
-                        gates
+                        bytemuck::cast_slice::<f32, T>(gates32)
                     }
                     _ => &[],
                 };
@@ -519,6 +555,32 @@ pub fn lstm<T: Elem>(
                 }
             },
         );
+    }
+}
+
+/// `W·x` of every batch row at `steps`, into `gates` (`[step - steps.start][batch]
+/// [4·hidden]`): one product per batch row over the steps (its rows of `X` are
+/// evenly spaced in either layout).
+fn input_products(g: &Geometry, x: &[f32], w: &[f32], steps: Range<usize>, gates: &mut [f32]) {
+    let (rows, cols) = (steps.len(), w.len() / g.input.max(1));
+    if rows == 0 || g.input == 0 {
+        return gates.fill(0.0);
+    }
+    // Distance between the rows of consecutive steps of one batch row.
+    let x_step = if g.layout == 0 {
+        g.batch * g.input
+    } else {
+        g.input
+    };
+    for b in 0..g.batch {
+        let xs = Operand::rows(&x[g.x_row(steps.start, b)..], x_step);
+        let wt = Operand {
+            data: w,
+            ld: g.input,
+            trans: true,
+        };
+        let out = &mut gates[b * cols..];
+        gemm::sgemm(rows, cols, g.input, 1.0, xs, wt, out, g.batch * cols, false);
     }
 }
 
@@ -615,7 +677,7 @@ pub fn gru<T: Elem>(
             true,
             y,
             [&mut *y_h, &mut []],
-            |xr, hr, out, _, rs| {
+            |_, xr, hr, out, _, rs| {
                 // The reset gate of every unit first: the default candidate reads
                 // `r ⊙ H₋` whole. Kept in `T` (like the state) between the passes.
                 for (j, rs) in rs.iter_mut().enumerate() {
@@ -724,7 +786,7 @@ pub fn rnn<T: Elem>(
             false,
             y,
             [&mut *y_h, &mut []],
-            |xr, hr, out, _, _| {
+            |_, xr, hr, out, _, _| {
                 for (j, out) in out.iter_mut().enumerate() {
                     let mut v = dot(xr, &w[j * input..][..input]) + dot(hr, &r[j * h..][..h]);
                     if !b.is_empty() {

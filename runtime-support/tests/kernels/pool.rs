@@ -200,10 +200,10 @@ fn pools_match_reference() {
             params(kind, 5, [2, 3], [5, 5], [1, 1], [1, 1], [2; 4], false),
             s + 15,
         );
-        // Planes taller than one band (the kernel's buffers hold 2048 floats): three
-        // bands of stride-2 rows (the last one short) with padding rows at the top and
-        // bottom, two bands of stride-1 rows, and an odd left pad at stride 2 (the
-        // first column goes to the odd phase).
+        // A tall stride-2 plane with padding rows at the top and bottom (row by row),
+        // a plane taller than one band of stride-1 rows (the kernel's buffers hold
+        // 2048 floats), an odd left pad at stride 2 (the first column goes to the odd
+        // phase), and bands of stride-1 rows with a horizontal stride of 2.
         check(
             params(kind, 2, [70, 61], [3, 3], [2, 2], [1, 1], [1; 4], false),
             s + 9,
@@ -215,6 +215,19 @@ fn pools_match_reference() {
         check(
             params(kind, 2, [9, 12], [3, 3], [2, 2], [1, 1], [0, 1, 2, 2], true),
             s + 11,
+        );
+        check(
+            params(
+                kind,
+                2,
+                [20, 31],
+                [3, 3],
+                [1, 2],
+                [1, 1],
+                [1, 1, 1, 0],
+                false,
+            ),
+            s + 16,
         );
         // Rows too wide for one band of the buffers go tap by tap.
         check(

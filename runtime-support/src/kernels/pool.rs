@@ -245,22 +245,21 @@ impl Pooling {
     /// Output planes from as many whole input planes (the two must not share bytes).
     #[inline(always)]
     fn planes(&self, x: &[f32], out: &mut [f32], bufs: &mut Buffers) {
-        let identity = self.identity();
         match self.kind {
-            PoolKind::Max => self.reduce(x, out, bufs, identity, f32::max),
-            PoolKind::Average { .. } => self.reduce(x, out, bufs, identity, |a, b| a + b),
+            PoolKind::Max => self.reduce(x, out, bufs, f32::max),
+            PoolKind::Average { .. } => self.reduce(x, out, bufs, |a, b| a + b),
         }
     }
 
     /// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside its
-    /// plane, divided by the tap count for an average.
+    /// plane, divided by the tap count for an average. The paths below take the
+    /// identity from [`Pooling::identity`].
     #[inline(always)]
     fn reduce(
         &self,
         x: &[f32],
         out: &mut [f32],
         bufs: &mut Buffers,
-        identity: f32,
         f: impl Fn(f32, f32) -> f32 + Copy,
     ) {
         let (h, w) = (&self.win.h, &self.win.w);
@@ -268,20 +267,20 @@ impl Pooling {
         let planes = out.chunks_exact_mut(plane_out).enumerate();
         let x_plane = |q: usize| &x[q * plane_in..][..plane_in];
         match self.path {
-            Path::Same => self.reduce_same(x, out, bufs, identity, f),
+            Path::Same => self.reduce_same(x, out, bufs, f),
             Path::Bands(bands) => {
                 for (q, out) in planes {
-                    self.reduce_bands(bands, x_plane(q), out, bufs, identity, f);
+                    self.reduce_bands(bands, x_plane(q), out, bufs, f);
                 }
             }
             Path::Rows(bands) => {
                 for (q, out) in planes {
-                    self.reduce_rows(bands, x_plane(q), out, bufs, identity, f);
+                    self.reduce_rows(bands, x_plane(q), out, bufs, f);
                 }
             }
             Path::TapByTap => {
                 for (q, out) in planes {
-                    self.reduce_tap_by_tap(x_plane(q), out, identity, f);
+                    self.reduce_tap_by_tap(x_plane(q), out, f);
                 }
             }
         }
@@ -295,9 +294,9 @@ impl Pooling {
         x: &[f32],
         out: &mut [f32],
         bufs: &mut Buffers,
-        identity: f32,
         f: impl Fn(f32, f32) -> f32 + Copy,
     ) {
+        let identity = self.identity();
         let (h, w) = (&self.win.h, &self.win.w);
         let (l, sh, sw) = (bands.phase_len, h.stride, w.stride);
         let plane = bands.phase_rows * l;
@@ -359,9 +358,9 @@ impl Pooling {
         x: &[f32],
         out: &mut [f32],
         bufs: &mut Buffers,
-        identity: f32,
         f: impl Fn(f32, f32) -> f32 + Copy,
     ) {
+        let identity = self.identity();
         let (h, w) = (&self.win.h, &self.win.w);
         let (l, sw, cols) = (bands.phase_len, w.stride, bands.cols_read);
         // The padded row: its padding cells hold the identity from `Buffers::new` and
@@ -407,9 +406,9 @@ impl Pooling {
         x: &[f32],
         out: &mut [f32],
         bufs: &mut Buffers,
-        identity: f32,
         f: impl Fn(f32, f32) -> f32 + Copy,
     ) {
+        let identity = self.identity();
         let (h, w) = (&self.win.h, &self.win.w);
         let (row, plane) = (w.in_len, h.in_len * w.in_len);
         let chunk = BAND_MAX / plane * plane;
@@ -469,13 +468,8 @@ impl Pooling {
 
     /// [`Path::TapByTap`], for rows too wide for the buffers: every tap over the
     /// outputs it reaches inside the plane (strided runs), then the division.
-    fn reduce_tap_by_tap(
-        &self,
-        x: &[f32],
-        out: &mut [f32],
-        identity: f32,
-        f: impl Fn(f32, f32) -> f32 + Copy,
-    ) {
+    fn reduce_tap_by_tap(&self, x: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32 + Copy) {
+        let identity = self.identity();
         out.fill(identity);
         self.win.for_each_tap(
             x,

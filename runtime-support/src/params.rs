@@ -4,9 +4,12 @@
 //! Every struct is plain data with `const`-constructible public fields, so generated code
 //! can write `const P: Conv2d = Conv2d { .. };`. Lengths are in `f32` elements.
 
-/// The widest vector, in floats, the depthwise kernel computes output columns in
-/// (AVX-512's 16): its padded input rows are sized for whole vectors of this width.
-pub const DEPTHWISE_MAX_LANES: usize = 16;
+/// Channels the depthwise kernel computes together, interleaved (one AVX2 vector).
+pub const DEPTHWISE_BLOCK: usize = 8;
+
+/// Most output positions of a row the depthwise kernel computes at once: its rows
+/// are sized for whole tiles of this many.
+pub const DEPTHWISE_TILE: usize = 8;
 
 /// Tiles the Winograd kernel transforms together.
 pub const WINOGRAD_LANES: usize = 8;
@@ -278,31 +281,34 @@ impl Conv2d {
         self.group == self.c_in && self.group == self.c_out && self.group > 1
     }
 
-    /// The depthwise kernel's copy of one input plane, as `[rows, phases, len]`: every
-    /// padded input row (`h_in` plus the top and bottom pads), split into one row per
-    /// phase of the horizontal stride (padded column `c` goes to phase `c % stride`,
-    /// position `c / stride`), each `len` long: enough for the padded row, and for a
-    /// whole vector of [`DEPTHWISE_MAX_LANES`] outputs at the farthest tap, so that
-    /// every tap of every output vector is one contiguous, in-bounds load.
+    /// The depthwise kernel's working rows, as `[ring, row, tiles]` positions of
+    /// [`DEPTHWISE_BLOCK`] interleaved channels: a ring of the `(kh − 1)·dh + 1`
+    /// padded input rows one output row reads, each `row` positions long (the padded
+    /// row, or as far as whole tiles of [`DEPTHWISE_TILE`] outputs read at the
+    /// farthest tap, if that is further), and one output row of `tiles` positions
+    /// (`w_out` rounded up to whole tiles).
     pub const fn depthwise_rows(&self) -> [usize; 3] {
-        let [top, left, bottom, right] = self.pads;
-        let phases = self.stride[1];
-        let padded = (self.w_in + left + right).div_ceil(phases);
-        let reach = (self.kernel[1] - 1) * self.dilation[1] / phases;
-        let vectors = self.w_out.div_ceil(DEPTHWISE_MAX_LANES) * DEPTHWISE_MAX_LANES + reach;
-        let len = if padded > vectors { padded } else { vectors };
-        [self.h_in + top + bottom, phases, len]
+        let [_, left, _, right] = self.pads;
+        let ring = (self.kernel[0] - 1) * self.dilation[0] + 1;
+        let tiles = self.w_out.div_ceil(DEPTHWISE_TILE) * DEPTHWISE_TILE;
+        let reach =
+            tiles.saturating_sub(1) * self.stride[1] + (self.kernel[1] - 1) * self.dilation[1] + 1;
+        let padded = self.w_in + left + right;
+        let row = if padded > reach { padded } else { reach };
+        [ring, row, tiles]
     }
 
     /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one block of
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
-    /// [`CONV_MAX_BLOCK`] columns); for a depthwise layer, one input plane with its
-    /// padding written out and its columns split by phase ([`Self::depthwise_rows`]).
+    /// [`CONV_MAX_BLOCK`] columns); for a depthwise layer, its ring of interleaved
+    /// input rows, one output row and the block's weights and biases
+    /// ([`Self::depthwise_rows`]).
     /// The compiler plans it in the arena as a tensor living for one step.
     pub const fn scratch_len(&self) -> usize {
         if self.is_depthwise() {
-            let [rows, phases, len] = self.depthwise_rows();
-            return rows * phases * len;
+            let [ring, row, tiles] = self.depthwise_rows();
+            let weights = self.kernel[0] * self.kernel[1] + 1;
+            return (ring * row + tiles + weights) * DEPTHWISE_BLOCK;
         }
         if self.is_pointwise() {
             return 0;

@@ -1,26 +1,34 @@
-//! Depthwise convolution (one input and one output channel per group): direct, in
-//! explicit SIMD along the output row.
+//! Depthwise convolution (one input and one output channel per group): direct, over
+//! blocks of [`DEPTHWISE_BLOCK`](crate::params::DEPTHWISE_BLOCK) channels interleaved.
 //!
-//! Each input plane is first copied into the scratch with its padding written out as
-//! zeros and its columns split by phase modulo the horizontal stride
-//! ([`Conv2d::depthwise_rows`]). After that, tap `(ki, kj)` of the outputs
-//! `ow .. ow + lanes` of row `oh` reads one contiguous, in-bounds run: padded row
-//! `oh·sh + ki·dh`, phase `kj·dw % sw`, from position `ow + kj·dw / sw`. No output has
-//! an edge case, and stride 2 needs no gather.
+//! A block's input rows are interleaved into rows of `[position][channel]` as the
+//! output rows need them: a ring holds the `(kh − 1)·dh + 1` padded rows one output
+//! row reads, each input row is interleaved once, and padding is written out as
+//! zeros. An output position of the block is then `kh·kw` multiply-adds of one
+//! vector (the channels' inputs at the tap) by another (their weights at the tap):
+//! stride, dilation and padding change only which position a tap reads, and no lane
+//! is masked however narrow the plane. Positions go in tiles of
+//! [`DEPTHWISE_TILE`](crate::params::DEPTHWISE_TILE),
+//! eight accumulators at once (FMA latency is four cycles on two pipes), each
+//! starting at the channels' biases; the finished output row is activated and
+//! written back to the block's planes.
 //!
-//! Outputs are then computed in tiles of `R` rows × `V` vectors, eight accumulators
-//! at once (FMA latency is four cycles on two pipes, so one chain per tap would leave
-//! the units idle): `4 × 2` on wide maps, `2 × 4` on rows one or two vectors wide (a
-//! 14×14 late stage) and `1 × 8` on narrower ones. Each accumulator starts at the
-//! channel's bias; the fused activation runs over the finished plane.
+//! ONNX Runtime's NCHWc kernel vectorises across channels the same way. The kernel
+//! this replaced vectorised along each plane's rows, and paid per plane for a
+//! stride-phase split of the input, masked row tails, and set-up that small planes
+//! could not amortise (stride-2 and 7×7 layers ran at 4–6 GMAC/s).
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::elementwise::bias_activate;
-use crate::params::{Conv2d, DEPTHWISE_MAX_LANES};
+use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK};
 use crate::threads;
 
-/// Depthwise `conv2d`: the caller has checked the lengths and the scratch.
+/// Accumulators a tile keeps: `TILE` positions of one vector each on AVX2.
+const ACCUMULATORS: usize = 8;
+
+/// Depthwise `conv2d`: the caller has checked the lengths and the scratch, and that
+/// `y` is not empty.
 pub(super) fn depthwise(
     p: &Conv2d,
     x: &[f32],
@@ -32,234 +40,338 @@ pub(super) fn depthwise(
     let taps = p.kernel[0] * p.kernel[1];
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
     let macs = y.len() * taps;
-    let planes = x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out));
-    // Planes are independent: with worker threads, each thread takes whole planes,
-    // copying them into its own scratch.
-    threads::for_each_with_scratch(
-        planes.enumerate(),
-        macs,
-        scratch,
-        |(i, (x, out)), scratch| {
-            let c = i % p.c_out;
-            pulp::Arch::new().dispatch(Plane {
-                p,
-                x,
-                w: &w[c * taps..][..taps],
-                bias: bias.map_or(0.0, |b| b[c]),
-                out,
-                rows: scratch,
-            });
-        },
-    );
+    // Blocks of channels are independent: with worker threads, each thread takes
+    // whole blocks, interleaving them in its own scratch.
+    let images = y.chunks_exact_mut(p.c_out * plane_out).enumerate();
+    let blocks = images.flat_map(|(image, y)| {
+        let blocks = y.chunks_mut(BLOCK * plane_out).enumerate();
+        blocks.map(move |(b, out)| (image * p.c_in + b * BLOCK, out))
+    });
+    threads::for_each_with_scratch(blocks, macs, scratch, |(first, out), scratch| {
+        let channels = out.len() / plane_out;
+        let c = first % p.c_in;
+        pulp::Arch::new().dispatch(Block {
+            p,
+            x: &x[first * plane_in..][..channels * plane_in],
+            w: &w[c * taps..][..channels * taps],
+            bias: bias.map(|b| &b[c..][..channels]),
+            out,
+            scratch,
+        });
+    });
 }
 
-/// One channel: its input plane, weights and bias, its output plane, and the scratch.
-struct Plane<'a> {
+/// Up to [`BLOCK`] consecutive channels of one image: their input planes, weights
+/// and biases, their output planes, and the scratch.
+struct Block<'a> {
     p: &'a Conv2d,
     x: &'a [f32],
     w: &'a [f32],
-    bias: f32,
+    bias: Option<&'a [f32]>,
     out: &'a mut [f32],
-    rows: &'a mut [f32],
+    scratch: &'a mut [f32],
 }
 
-impl WithSimd for Plane<'_> {
+impl WithSimd for Block<'_> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
-        let Plane {
+        if S::F32_LANES > BLOCK {
+            // A position is one block of channels: a wider vector would span two.
+            return self.with_simd(pulp::Scalar::new());
+        }
+        let Block {
             p,
             x,
             w,
             bias,
             out,
-            rows,
+            scratch,
         } = self;
-        copy_rows(p, x, rows);
-        let t = Taps::new(p, w, bias, rows);
-        // Two vectors a tile where they fit in DEPTHWISE_MAX_LANES, so that blocks of
-        // columns tile the padded rows exactly.
-        if 2 * S::F32_LANES <= DEPTHWISE_MAX_LANES && p.w_out > S::F32_LANES {
-            bands::<S, 4, 2>(s, &t, out);
-        } else {
-            bands::<S, 8, 1>(s, &t, out);
+        let plane_out = p.h_out * p.w_out;
+        let channels = out.len() / plane_out;
+        let taps = p.kernel[0] * p.kernel[1];
+        let [ring_rows, row, tiles] = p.depthwise_rows();
+        let (ring, rest) = scratch.split_at_mut(ring_rows * row * BLOCK);
+        let (out_row, rest) = rest.split_at_mut(tiles * BLOCK);
+        let (weights, biases) = rest[..(taps + 1) * BLOCK].split_at_mut(taps * BLOCK);
+        // Weights as [tap][channel], so that a tap's weights are one vector load.
+        // Lanes past `channels` compute on whatever the scratch holds there and are
+        // never written out.
+        for c in 0..channels {
+            for (t, &v) in w[c * taps..][..taps].iter().enumerate() {
+                weights[t * BLOCK + c] = v;
+            }
+            biases[c] = bias.map_or(0.0, |b| b[c]);
         }
-        bias_activate(p.activation, 0.0, out);
-    }
-}
-
-/// Writes plane `x` into `rows` as [`Conv2d::depthwise_rows`] lays it out.
-#[inline(always)]
-fn copy_rows(p: &Conv2d, x: &[f32], rows: &mut [f32]) {
-    let [top, left, _, _] = p.pads;
-    let [count, phases, len] = p.depthwise_rows();
-    let rows = rows[..count * phases * len].chunks_exact_mut(phases * len);
-    for (r, padded) in rows.enumerate() {
-        let Some(ih) = r.checked_sub(top).filter(|&ih| ih < p.h_in) else {
-            padded.fill(0.0);
-            continue;
+        let t = Taps {
+            p,
+            ring_rows,
+            row_len: row * BLOCK,
+            weights,
+            biases,
         };
-        let src = &x[ih * p.w_in..][..p.w_in];
-        if phases == 1 {
-            padded[..left].fill(0.0);
-            padded[left..left + p.w_in].copy_from_slice(src);
-            padded[left + p.w_in..].fill(0.0);
-            continue;
-        }
-        padded.fill(0.0);
-        if phases == 2 {
-            // Input column i is padded column left + i: even inputs go to phase
-            // left % 2 from position left / 2, odd ones to the other phase from
-            // (left + 1) / 2, in one pass LLVM vectorises as a deinterleave.
-            let (first, second) = padded.split_at_mut(len);
-            let (even, odd) = if left % 2 == 0 {
-                (first, second)
-            } else {
-                (second, first)
-            };
-            let (pairs, last) = src.as_chunks::<2>();
-            let even = &mut even[left / 2..][..pairs.len() + last.len()];
-            let odd = &mut odd[left.div_ceil(2)..][..pairs.len()];
-            for ((pair, e), o) in pairs.iter().zip(even.iter_mut()).zip(odd) {
-                *e = pair[0];
-                *o = pair[1];
+        // Padded input rows interleaved so far: the next output row needs the rows
+        // from `oh·sh` on, which have gone in only if an earlier one needed them too.
+        let mut loaded = 0;
+        let transpose = Transpose::new::<S>(channels);
+        for oh in 0..p.h_out {
+            let first = oh * p.stride[0];
+            let last = first + (p.kernel[0] - 1) * p.dilation[0];
+            for r in loaded.max(first)..=last {
+                let slot = &mut ring[(r % ring_rows) * t.row_len..][..t.row_len];
+                interleave_row(p, x, channels, r, slot, transpose);
             }
-            if let [v] = last {
-                even[pairs.len()] = *v;
-            }
-            continue;
-        }
-        for (q, phase) in padded.chunks_exact_mut(len).enumerate() {
-            // Position j of phase q is padded column j·phases + q, input column
-            // j·phases + q − left: inside the input from j = ⌈(left − q) / phases⌉.
-            let first = left.saturating_sub(q).div_ceil(phases);
-            let col = first * phases + q - left;
-            let inside = phase[first..].iter_mut();
-            for (v, from) in inside.zip(src[col.min(p.w_in)..].chunks(phases)) {
-                *v = from[0];
-            }
+            loaded = last + 1;
+            output_row(s, &t, ring, oh, out_row);
+            let out_row = &mut out_row[..p.w_out * BLOCK];
+            bias_activate(p.activation, 0.0, out_row);
+            deinterleave_row(p, out_row, oh, out, transpose);
         }
     }
 }
 
-/// What a tile reads: the copied rows and the geometry of the taps in them.
+/// Writes padded input row `r` of the block's `channels` planes into `slot` as
+/// `[position][channel]`, its padding (and the slot's tail) as zeros.
+#[inline(always)]
+fn interleave_row(
+    p: &Conv2d,
+    x: &[f32],
+    channels: usize,
+    r: usize,
+    slot: &mut [f32],
+    transpose: Transpose,
+) {
+    let [top, left, _, _] = p.pads;
+    let Some(ih) = r.checked_sub(top).filter(|&ih| ih < p.h_in) else {
+        slot.fill(0.0);
+        return;
+    };
+    let (pad, rest) = slot.split_at_mut(left * BLOCK);
+    pad.fill(0.0);
+    let (inside, pad) = rest.split_at_mut(p.w_in * BLOCK);
+    pad.fill(0.0);
+    let plane_in = p.h_in * p.w_in;
+    let src = |c: usize| &x[c * plane_in + ih * p.w_in..][..p.w_in];
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if let Transpose::Avx(v3) = transpose {
+        let mut rows = [&x[..0]; BLOCK];
+        for (c, row) in rows.iter_mut().enumerate() {
+            *row = src(c);
+        }
+        let (tiles, _) = inside.as_chunks_mut::<{ BLOCK * BLOCK }>();
+        for (i, tile) in tiles.iter_mut().enumerate() {
+            let tile: &mut [[f32; BLOCK]; BLOCK] = bytemuck::cast_mut(tile);
+            let mut from = rows;
+            for row in &mut from {
+                *row = &row[i * BLOCK..];
+            }
+            *tile = avx::transpose(v3, from);
+        }
+        done = tiles.len() * BLOCK;
+    }
+    for c in 0..channels {
+        let dst = inside[done * BLOCK..].chunks_exact_mut(BLOCK);
+        for (dst, &v) in dst.zip(&src(c)[done..]) {
+            dst[c] = v;
+        }
+    }
+}
+
+/// Writes output row `oh` from `out_row` (`[position][channel]`) to the block's
+/// output planes.
+#[inline(always)]
+fn deinterleave_row(p: &Conv2d, out_row: &[f32], oh: usize, out: &mut [f32], transpose: Transpose) {
+    let plane_out = p.h_out * p.w_out;
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if let Transpose::Avx(v3) = transpose {
+        let (tiles, _) = out_row.as_chunks::<{ BLOCK * BLOCK }>();
+        for (i, tile) in tiles.iter().enumerate() {
+            let tile: &[[f32; BLOCK]; BLOCK] = bytemuck::cast_ref(tile);
+            let mut from = [&tile[0][..]; BLOCK];
+            for (from, row) in from.iter_mut().zip(tile) {
+                *from = row;
+            }
+            let planes = avx::transpose(v3, from);
+            for (c, plane) in planes.iter().enumerate() {
+                out[c * plane_out + oh * p.w_out + i * BLOCK..][..BLOCK].copy_from_slice(plane);
+            }
+        }
+        done = tiles.len() * BLOCK;
+    }
+    for (c, plane) in out.chunks_exact_mut(plane_out).enumerate() {
+        let dst = &mut plane[oh * p.w_out..][done..p.w_out];
+        for (d, from) in dst
+            .iter_mut()
+            .zip(out_row[done * BLOCK..].chunks_exact(BLOCK))
+        {
+            *d = from[c];
+        }
+    }
+}
+
+/// How a block's rows are interleaved: in 8×8 tiles of AVX shuffles where the block
+/// is full and the code runs as AVX2 (pulp has no portable shuffle), else element
+/// by element.
+#[derive(Clone, Copy)]
+enum Transpose {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx(pulp::x86::V3),
+}
+
+impl Transpose {
+    #[inline(always)]
+    fn new<S: Simd>(channels: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if channels == BLOCK
+            && S::F32_LANES == BLOCK
+            && let Some(v3) = pulp::x86::V3::try_new()
+        {
+            return Transpose::Avx(v3);
+        }
+        let _ = channels;
+        Transpose::Scalar
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use faer::traits::pulp::x86::V3;
+
+    use super::BLOCK;
+
+    /// `out[j][c] = rows[c][j]` for `j, c < 8`: three rounds of shuffles.
+    #[inline(always)]
+    pub(super) fn transpose(v3: V3, rows: [&[f32]; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
+        let a = v3.avx;
+        let mut r = [a._mm256_setzero_ps(); BLOCK];
+        for (r, row) in r.iter_mut().zip(rows) {
+            let row: &[f32; BLOCK] = row[..BLOCK].try_into().unwrap();
+            *r = bytemuck::cast(*row);
+        }
+        // Pairs of rows interleaved: t[2i] holds columns 0, 1 | 4, 5 of rows 2i and
+        // 2i + 1, t[2i + 1] columns 2, 3 | 6, 7.
+        let mut t = r;
+        for i in 0..BLOCK / 2 {
+            t[2 * i] = a._mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = a._mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+        }
+        // Then quads: q[4h + j] holds column j | j + 4 of rows 4h .. 4h + 4.
+        let mut q = t;
+        for h in 0..2 {
+            let t = &t[4 * h..][..4];
+            q[4 * h] = a._mm256_shuffle_ps::<0x44>(t[0], t[2]);
+            q[4 * h + 1] = a._mm256_shuffle_ps::<0xEE>(t[0], t[2]);
+            q[4 * h + 2] = a._mm256_shuffle_ps::<0x44>(t[1], t[3]);
+            q[4 * h + 3] = a._mm256_shuffle_ps::<0xEE>(t[1], t[3]);
+        }
+        // Then halves: column j is the low halves of q[j] and q[4 + j], column 4 + j
+        // their high halves.
+        let mut out = [[0.0; BLOCK]; BLOCK];
+        for j in 0..4 {
+            out[j] = bytemuck::cast(a._mm256_permute2f128_ps::<0x20>(q[j], q[4 + j]));
+            out[4 + j] = bytemuck::cast(a._mm256_permute2f128_ps::<0x31>(q[j], q[4 + j]));
+        }
+        out
+    }
+}
+
+/// What a tile reads besides the ring: the geometry and the interleaved weights.
 struct Taps<'a> {
     p: &'a Conv2d,
-    w: &'a [f32],
-    bias: f32,
-    rows: &'a [f32],
-    /// Elements from one padded row to the next (all its phases).
+    ring_rows: usize,
+    /// Floats in one ring row.
     row_len: usize,
-    /// Elements from one phase row to the next.
-    phase_len: usize,
-    /// One kernel column (the dilation) further on: phases and positions to step by.
-    col_step: [usize; 2],
+    weights: &'a [f32],
+    biases: &'a [f32],
 }
 
-impl<'a> Taps<'a> {
-    fn new(p: &'a Conv2d, w: &'a [f32], bias: f32, rows: &'a [f32]) -> Self {
-        let [_, phases, len] = p.depthwise_rows();
-        Taps {
-            p,
-            w,
-            bias,
-            rows,
-            row_len: phases * len,
-            phase_len: len,
-            col_step: [p.dilation[1] % phases, p.dilation[1] / phases],
-        }
-    }
-}
-
-/// The plane in bands of `R` rows (then 4, 2, 1 for the last rows), each band in
-/// tiles of `V` vectors.
+/// Output row `oh` of the block into `out_row` as `[position][channel]`, in whole
+/// tiles (the positions past `w_out` read inside the ring rows and are not used).
 #[inline(always)]
-fn bands<S: Simd, const R: usize, const V: usize>(s: S, t: &Taps<'_>, out: &mut [f32]) {
-    let h_out = t.p.h_out;
-    let mut oh = 0;
-    while oh + R <= h_out {
-        band::<S, R, V>(s, t, oh, out);
-        oh += R;
-    }
-    if R > 4 && oh + 4 <= h_out {
-        band::<S, 4, V>(s, t, oh, out);
-        oh += 4;
-    }
-    if R > 2 && oh + 2 <= h_out {
-        band::<S, 2, V>(s, t, oh, out);
-        oh += 2;
-    }
-    if oh < h_out {
-        band::<S, 1, V>(s, t, oh, out);
+fn output_row<S: Simd>(s: S, t: &Taps<'_>, ring: &[f32], oh: usize, out_row: &mut [f32]) {
+    // The common windows with their sizes and strides as constants, so that every
+    // tap's loads are fixed offsets from one address and the tap loops unroll.
+    let [dh, dw] = t.p.dilation;
+    match (t.p.kernel, t.p.stride[1], [dh, dw]) {
+        ([3, 3], 1, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [3, 3], 1, [1, 1]),
+        ([3, 3], 2, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [3, 3], 2, [1, 1]),
+        ([5, 5], 1, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [5, 5], 1, [1, 1]),
+        ([5, 5], 2, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [5, 5], 2, [1, 1]),
+        ([7, 7], 1, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [7, 7], 1, [1, 1]),
+        ([7, 7], 2, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [7, 7], 2, [1, 1]),
+        (kernel, sw, dilation) => output_row_with(s, t, ring, oh, out_row, kernel, sw, dilation),
     }
 }
 
-/// Output rows `oh .. oh + R`, in tiles of `V` vectors across, the last one masked.
+/// [`output_row`] for a window of `[kh, kw]` taps at horizontal stride `sw`.
 #[inline(always)]
-fn band<S: Simd, const R: usize, const V: usize>(s: S, t: &Taps<'_>, oh: usize, out: &mut [f32]) {
+#[allow(clippy::too_many_arguments)]
+fn output_row_with<S: Simd>(
+    s: S,
+    t: &Taps<'_>,
+    ring: &[f32],
+    oh: usize,
+    out_row: &mut [f32],
+    [kh, kw]: [usize; 2],
+    sw: usize,
+    [dh, dw]: [usize; 2],
+) {
     let p = t.p;
     let lanes = S::F32_LANES;
-    let (kh, kw) = (p.kernel[0], p.kernel[1]);
-    let row_step = p.stride[0] * t.row_len;
-    // Every run a tile reads lies in the rows up to its last tap row's, within
-    // `phase_len` of a phase row's start (Conv2d::depthwise_rows sizes it so for tiles
-    // at multiples of V·lanes, which divides DEPTHWISE_MAX_LANES): checked here once
-    // per band, so the loads below need no bounds checks of their own.
+    // A position's channels are `per_position` vectors; a tile is `ACCUMULATORS`
+    // vectors, `positions` positions.
+    let per_position = BLOCK / lanes;
+    let positions = ACCUMULATORS / per_position;
+    let sh = p.stride[0];
+    let first_slot = (oh * sh) % t.ring_rows;
+    // The farthest position a tile reads is `(ow + positions − 1)·sw + (kw − 1)·dw`
+    // for `ow + positions ≤ tiles`: inside every ring row, as `depthwise_rows` sizes
+    // them. Checked here once, so the loads below need no bounds checks of their own.
+    let tiles = out_row.len() / BLOCK;
     assert!(
-        DEPTHWISE_MAX_LANES.is_multiple_of(V * lanes)
-            && ((oh + R - 1) * p.stride[0] + (kh - 1) * p.dilation[0] + 1) * t.row_len
-                <= t.rows.len(),
-        "depthwise: a band reads past the copied rows"
+        tiles.is_multiple_of(positions)
+            && ((tiles - 1) * sw + (kw - 1) * dw + 1) * BLOCK <= t.row_len
+            && t.ring_rows * t.row_len <= ring.len(),
+        "depthwise: a tile reads past its ring row"
     );
-    let mut ow = 0;
-    while ow < p.w_out {
-        let mut acc = [[s.splat_f32s(t.bias); V]; R];
+    let mut bias = [s.splat_f32s(0.0); ACCUMULATORS];
+    for (a, bias) in bias.iter_mut().enumerate() {
+        *bias = load::<S>(&t.biases[(a % per_position) * lanes..][..lanes]);
+    }
+    for (tile, out) in out_row.chunks_exact_mut(positions * BLOCK).enumerate() {
+        let ow = tile * positions;
+        let mut acc = bias;
+        let mut slot = first_slot;
         for ki in 0..kh {
-            let first_row = (oh * p.stride[0] + ki * p.dilation[0]) * t.row_len + ow;
-            // Kernel column kj·d reads phase (kj·d) % stride from position
-            // (kj·d) / stride: stepped along without dividing.
-            let ([phase_step, pos_step], phases) = (t.col_step, p.stride[1]);
-            let (mut phase, mut pos) = (0, 0);
+            let in_row = &ring[slot * t.row_len..][..t.row_len];
+            slot += dh;
+            while slot >= t.ring_rows {
+                slot -= t.ring_rows;
+            }
             for kj in 0..kw {
-                let weight = s.splat_f32s(t.w[ki * kw + kj]);
-                let at = first_row + phase * t.phase_len + pos;
-                phase += phase_step;
-                pos += pos_step;
-                if phase >= phases {
-                    phase -= phases;
-                    pos += 1;
-                }
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let start = at + r * row_step;
-                    debug_assert!(start + V * lanes <= t.rows.len());
-                    // SAFETY: `start` is in row (oh + r)·sh + ki·dh, below the last row
-                    // the assertion above checked, at `ow + phase·phase_len + pos`
-                    // with `pos ≤ (kw − 1)·dw / sw`; `depthwise_rows` makes
-                    // `phase_len ≥ ⌈w_out / 16⌉·16 + pos`, and `ow + V·lanes` is at
-                    // most `⌈w_out / 16⌉·16`, so the run ends inside its phase row.
-                    let run = unsafe { t.rows.get_unchecked(start..start + V * lanes) };
-                    for (v, acc) in acc.iter_mut().enumerate() {
-                        let x = load::<S>(&run[v * lanes..][..lanes]);
-                        *acc = s.mul_add_e_f32s(weight, x, *acc);
-                    }
+                let weights = &t.weights[(ki * kw + kj) * BLOCK..][..BLOCK];
+                let start = (ow * sw + kj * dw) * BLOCK;
+                for (a, acc) in acc.iter_mut().enumerate() {
+                    let (position, v) = (a / per_position, a % per_position);
+                    let weight = load::<S>(&weights[v * lanes..][..lanes]);
+                    let at = start + position * sw * BLOCK + v * lanes;
+                    debug_assert!(at + lanes <= in_row.len());
+                    // SAFETY: `at` is in position `(ow + position)·sw + kj·dw` of the
+                    // ring row, at most the farthest one the assertion above checked,
+                    // and `v·lanes + lanes ≤ BLOCK`: the run ends inside `in_row`.
+                    let x = unsafe { in_row.get_unchecked(at..at + lanes) };
+                    *acc = s.mul_add_e_f32s(weight, load::<S>(x), *acc);
                 }
             }
         }
-        let width = (p.w_out - ow).min(V * lanes);
-        for (r, acc) in acc.iter().enumerate() {
-            let dst = &mut out[(oh + r) * p.w_out + ow..][..width];
-            for (v, &acc) in acc.iter().enumerate() {
-                let start = (v * lanes).min(width);
-                let dst = &mut dst[start..(start + lanes).min(width)];
-                if dst.len() == lanes {
-                    store::<S>(dst, acc);
-                } else {
-                    s.partial_store_f32s(dst, acc);
-                }
-            }
+        for (a, acc) in acc.iter().enumerate() {
+            store::<S>(&mut out[a * lanes..][..lanes], *acc);
         }
-        ow += V * lanes;
     }
 }
 

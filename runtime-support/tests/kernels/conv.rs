@@ -229,6 +229,66 @@ fn depthwise() {
         params(1, 2, [5, 30], 2, [1, 7], [1, 3], [1, 1], [0, 0, 0, 6], 2),
         36,
     );
+    // Whole blocks of eight channels (interleaved by 8×8 shuffles), a partial block
+    // after them (13, 21 channels), batches, rows with and without a partial tile of
+    // outputs and of interleaved inputs, each window the kernel has constants for
+    // (3×3, 5×5, 7×7 at strides 1 and 2) and some it has not.
+    check(
+        params(1, 8, [16, 16], 8, [3, 3], [1, 1], [1, 1], [1; 4], 8),
+        41,
+    );
+    check(
+        params(2, 13, [11, 19], 13, [3, 3], [2, 2], [1, 1], [1; 4], 13),
+        42,
+    );
+    check(
+        params(1, 16, [14, 14], 16, [5, 5], [1, 1], [1, 1], [2; 4], 16),
+        43,
+    );
+    check(
+        params(
+            2,
+            24,
+            [15, 29],
+            24,
+            [5, 5],
+            [2, 2],
+            [1, 1],
+            [2, 1, 2, 2],
+            24,
+        ),
+        44,
+    );
+    check(
+        params(1, 21, [9, 26], 21, [7, 7], [1, 1], [1, 1], [3; 4], 21),
+        45,
+    );
+    check(
+        params(1, 8, [17, 40], 8, [7, 7], [2, 2], [1, 1], [3; 4], 8),
+        46,
+    );
+    check(
+        params(1, 16, [7, 7], 16, [5, 5], [1, 1], [1, 1], [2; 4], 16),
+        47,
+    );
+    check(
+        params(
+            1,
+            16,
+            [12, 33],
+            16,
+            [3, 3],
+            [1, 3],
+            [2, 2],
+            [2, 0, 2, 1],
+            16,
+        ),
+        48,
+    );
+    check(
+        params(1, 9, [10, 12], 9, [1, 1], [2, 1], [1, 1], [0; 4], 9),
+        49,
+    );
     // Rows of several groups of independent blocks, then single blocks and a partial
     // one: stride 1 (100 = 3·32 + 4) and stride 2 (75 = 2·32 + 11).
     check(

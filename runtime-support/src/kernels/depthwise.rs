@@ -10,8 +10,9 @@
 //! is masked however narrow the plane. Positions go in tiles of
 //! [`DEPTHWISE_TILE`](crate::params::DEPTHWISE_TILE),
 //! eight accumulators at once (FMA latency is four cycles on two pipes), each
-//! starting at the channels' biases; the finished output row is activated and
-//! written back to the block's planes.
+//! starting at the channels' biases and activated in registers (the activations
+//! with a vector form; the others over the finished row); the row is then written
+//! back to the block's planes.
 //!
 //! ONNX Runtime's NCHWc kernel vectorises across channels the same way. The kernel
 //! this replaced vectorised along each plane's rows, and paid per plane for a
@@ -20,7 +21,7 @@
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
-use super::elementwise::bias_activate;
+use super::elementwise::{VectorActivation, bias_activate};
 use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK};
 use crate::threads;
 
@@ -105,8 +106,12 @@ impl WithSimd for Block<'_> {
             }
             biases[c] = bias.map_or(0.0, |b| b[c]);
         }
+        // The activation in registers where it has a vector form, else over each
+        // finished row.
+        let in_registers = VectorActivation::new(p.activation);
         let t = Taps {
             p,
+            activation: in_registers.unwrap_or(VectorActivation::Identity),
             ring_rows,
             row_len: row * BLOCK,
             weights,
@@ -125,8 +130,9 @@ impl WithSimd for Block<'_> {
             }
             loaded = last + 1;
             output_row(s, &t, ring, oh, out_row);
-            let out_row = &mut out_row[..p.w_out * BLOCK];
-            bias_activate(p.activation, 0.0, out_row);
+            if in_registers.is_none() {
+                bias_activate(p.activation, 0.0, &mut out_row[..p.w_out * BLOCK]);
+            }
             deinterleave_row(p, out_row, oh, out, transpose);
         }
     }
@@ -154,60 +160,90 @@ fn interleave_row(
     pad.fill(0.0);
     let plane_in = p.h_in * p.w_in;
     let src = |c: usize| &x[c * plane_in + ih * p.w_in..][..p.w_in];
-    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if let Transpose::Avx(v3) = transpose {
         let mut rows = [&x[..0]; BLOCK];
         for (c, row) in rows.iter_mut().enumerate() {
             *row = src(c);
         }
-        let (tiles, _) = inside.as_chunks_mut::<{ BLOCK * BLOCK }>();
+        let (tiles, tail) = inside.as_chunks_mut::<{ BLOCK * BLOCK }>();
         for (i, tile) in tiles.iter_mut().enumerate() {
             let tile: &mut [[f32; BLOCK]; BLOCK] = bytemuck::cast_mut(tile);
             let mut from = rows;
             for row in &mut from {
                 *row = &row[i * BLOCK..];
             }
-            *tile = avx::transpose(v3, from);
+            *tile = avx::transpose_rows(v3, from);
         }
-        done = tiles.len() * BLOCK;
+        // The last positions (fewer than a tile): the row's last tile again, shifted
+        // back to end with the row, or on a row narrower than a tile a copy padded
+        // to one (element by element: a copy of a length unknown here is a call).
+        if !tail.is_empty() && p.w_in >= BLOCK {
+            for row in &mut rows {
+                *row = &row[p.w_in - BLOCK..];
+            }
+            let last = &mut inside[(p.w_in - BLOCK) * BLOCK..][..BLOCK * BLOCK];
+            *<&mut [f32; BLOCK * BLOCK]>::try_from(last).unwrap() =
+                bytemuck::cast(avx::transpose_rows(v3, rows));
+        } else if !tail.is_empty() {
+            let mut padded = [[0.0; BLOCK]; BLOCK];
+            for (padded, row) in padded.iter_mut().zip(rows) {
+                for (j, v) in padded.iter_mut().enumerate() {
+                    if j < row.len() {
+                        *v = row[j];
+                    }
+                }
+            }
+            let tile = avx::transpose(v3, &padded);
+            tail.copy_from_slice(&tile.as_flattened()[..tail.len()]);
+        }
+        return;
     }
     for c in 0..channels {
-        let dst = inside[done * BLOCK..].chunks_exact_mut(BLOCK);
-        for (dst, &v) in dst.zip(&src(c)[done..]) {
+        for (dst, &v) in inside.chunks_exact_mut(BLOCK).zip(src(c)) {
             dst[c] = v;
         }
     }
 }
 
-/// Writes output row `oh` from `out_row` (`[position][channel]`) to the block's
-/// output planes.
+/// Writes output row `oh` from `out_row` (`[position][channel]`, whole tiles) to the
+/// block's output planes.
 #[inline(always)]
 fn deinterleave_row(p: &Conv2d, out_row: &[f32], oh: usize, out: &mut [f32], transpose: Transpose) {
     let plane_out = p.h_out * p.w_out;
-    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if let Transpose::Avx(v3) = transpose {
         let (tiles, _) = out_row.as_chunks::<{ BLOCK * BLOCK }>();
-        for (i, tile) in tiles.iter().enumerate() {
-            let tile: &[[f32; BLOCK]; BLOCK] = bytemuck::cast_ref(tile);
-            let mut from = [&tile[0][..]; BLOCK];
-            for (from, row) in from.iter_mut().zip(tile) {
-                *from = row;
-            }
-            let planes = avx::transpose(v3, from);
+        let full = p.w_out / BLOCK;
+        for (i, tile) in tiles[..full].iter().enumerate() {
+            let planes = avx::transpose(v3, bytemuck::cast_ref(tile));
             for (c, plane) in planes.iter().enumerate() {
-                out[c * plane_out + oh * p.w_out + i * BLOCK..][..BLOCK].copy_from_slice(plane);
+                let dst = &mut out[c * plane_out + oh * p.w_out + i * BLOCK..][..BLOCK];
+                *<&mut [f32; BLOCK]>::try_from(dst).unwrap() = *plane;
             }
         }
-        done = tiles.len() * BLOCK;
+        // The last positions (fewer than a tile): the last whole tile's worth again,
+        // shifted back to end with the row, or on a row narrower than a tile element
+        // by element.
+        let width = p.w_out - full * BLOCK;
+        if width > 0 {
+            let start = p.w_out.saturating_sub(BLOCK);
+            let tile = &out_row[start * BLOCK..][..BLOCK * BLOCK];
+            let planes = avx::transpose(v3, bytemuck::cast_slice(tile).try_into().unwrap());
+            for (c, plane) in planes.iter().enumerate() {
+                let dst = &mut out[c * plane_out + oh * p.w_out + start..];
+                for (j, v) in plane.iter().enumerate() {
+                    if j < p.w_out {
+                        dst[j] = *v;
+                    }
+                }
+            }
+        }
+        return;
     }
     for (c, plane) in out.chunks_exact_mut(plane_out).enumerate() {
-        let dst = &mut plane[oh * p.w_out..][done..p.w_out];
-        for (d, from) in dst
-            .iter_mut()
-            .zip(out_row[done * BLOCK..].chunks_exact(BLOCK))
-        {
+        let dst = &mut plane[oh * p.w_out..][..p.w_out];
+        for (d, from) in dst.iter_mut().zip(out_row.chunks_exact(BLOCK)) {
             *d = from[c];
         }
     }
@@ -240,19 +276,33 @@ impl Transpose {
 
 #[cfg(target_arch = "x86_64")]
 mod avx {
+    use std::arch::x86_64::__m256;
+
     use faer::traits::pulp::x86::V3;
 
     use super::BLOCK;
 
-    /// `out[j][c] = rows[c][j]` for `j, c < 8`: three rounds of shuffles.
+    /// `out[j][c] = rows[c][j]` for `j, c < 8`.
     #[inline(always)]
-    pub(super) fn transpose(v3: V3, rows: [&[f32]; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
-        let a = v3.avx;
-        let mut r = [a._mm256_setzero_ps(); BLOCK];
+    pub(super) fn transpose_rows(v3: V3, rows: [&[f32]; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
+        let mut r = [v3.avx._mm256_setzero_ps(); BLOCK];
         for (r, row) in r.iter_mut().zip(rows) {
             let row: &[f32; BLOCK] = row[..BLOCK].try_into().unwrap();
             *r = bytemuck::cast(*row);
         }
+        transpose_vectors(v3, r)
+    }
+
+    /// `out[j][c] = tile[c][j]`.
+    #[inline(always)]
+    pub(super) fn transpose(v3: V3, tile: &[[f32; BLOCK]; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
+        transpose_vectors(v3, bytemuck::cast(*tile))
+    }
+
+    /// The 8×8 transpose of eight rows, in three rounds of shuffles.
+    #[inline(always)]
+    fn transpose_vectors(v3: V3, r: [__m256; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
+        let a = v3.avx;
         // Pairs of rows interleaved: t[2i] holds columns 0, 1 | 4, 5 of rows 2i and
         // 2i + 1, t[2i + 1] columns 2, 3 | 6, 7.
         let mut t = r;
@@ -283,6 +333,7 @@ mod avx {
 /// What a tile reads besides the ring: the geometry and the interleaved weights.
 struct Taps<'a> {
     p: &'a Conv2d,
+    activation: VectorActivation,
     ring_rows: usize,
     /// Floats in one ring row.
     row_len: usize,
@@ -370,7 +421,7 @@ fn output_row_with<S: Simd>(
             }
         }
         for (a, acc) in acc.iter().enumerate() {
-            store::<S>(&mut out[a * lanes..][..lanes], *acc);
+            store::<S>(&mut out[a * lanes..][..lanes], t.activation.apply(s, *acc));
         }
     }
 }

@@ -5,6 +5,8 @@
 //! macros pick the closure for the op outside the loop, so every loop is compiled per
 //! op (and vectorised) instead of matching on the op per element.
 
+use faer::traits::pulp::Simd;
+
 use super::index::{Layout, contiguous_strides, extent};
 use super::simd::{self, vectorize};
 use crate::params::{Activation, Binary, Broadcast, Unary};
@@ -123,6 +125,62 @@ fn activation_op(a: Activation) -> Option<Unary> {
         Activation::HardSigmoid { alpha, beta } => Some(Unary::HardSigmoid { alpha, beta }),
         Activation::HardSwish => Some(Unary::HardSwish),
         Activation::Swish { alpha } => Some(Unary::Swish { alpha }),
+    }
+}
+
+/// A fused activation as vector operations, for kernels that finish their outputs in
+/// registers (`depthwise`): the piecewise-linear ones. Each gives the bits of its
+/// scalar form in `with_unary!`, NaN included (`max`/`min` put the constant first
+/// where the scalar form keeps NaN, second where it drops it, as x86's `maxps`
+/// returns its second operand on NaN), except `HardSwish`, which multiplies by 1/6
+/// as ONNX defines it (alpha = 1/6) where the scalar form divides by 6: a division
+/// a vector would cost more than the rest of a 3×3 tap loop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum VectorActivation {
+    Identity,
+    Relu,
+    LeakyRelu { alpha: f32 },
+    Clip { min: f32, max: f32 },
+    HardSigmoid { alpha: f32, beta: f32 },
+    HardSwish,
+}
+
+impl VectorActivation {
+    /// The vector form of `act`, if it has one.
+    pub(crate) fn new(act: Activation) -> Option<Self> {
+        Some(match act {
+            Activation::None => Self::Identity,
+            Activation::Relu => Self::Relu,
+            Activation::LeakyRelu { alpha } => Self::LeakyRelu { alpha },
+            Activation::Clip { min, max } => Self::Clip { min, max },
+            Activation::HardSigmoid { alpha, beta } => Self::HardSigmoid { alpha, beta },
+            Activation::HardSwish => Self::HardSwish,
+            Activation::Sigmoid | Activation::Swish { .. } => return None,
+        })
+    }
+
+    #[inline(always)]
+    pub(crate) fn apply<S: Simd>(self, s: S, v: S::f32s) -> S::f32s {
+        let splat = |x: f32| s.splat_f32s(x);
+        // `clamp(v, 0, 1)` keeping NaN, as `f32::clamp` does.
+        let unit = |v| s.min_f32s(splat(1.0), s.max_f32s(splat(0.0), v));
+        match self {
+            Self::Identity => v,
+            Self::Relu => s.max_f32s(v, splat(0.0)),
+            Self::LeakyRelu { alpha } => s.select_f32s(
+                s.less_than_f32s(v, splat(0.0)),
+                s.mul_f32s(splat(alpha), v),
+                v,
+            ),
+            Self::Clip { min, max } => s.min_f32s(s.max_f32s(v, splat(min)), splat(max)),
+            Self::HardSigmoid { alpha, beta } => {
+                unit(s.add_f32s(s.mul_f32s(splat(alpha), v), splat(beta)))
+            }
+            Self::HardSwish => {
+                let gate = s.add_f32s(s.mul_f32s(v, splat(1.0 / 6.0)), splat(0.5));
+                s.mul_f32s(v, unit(gate))
+            }
+        }
     }
 }
 
@@ -423,4 +481,79 @@ fn map_dense(y: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32)
             *v = f(ga.get(i, *v), gb.get(i, *v));
         }
     }))
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use faer::traits::pulp::x86::V3;
+
+    use super::*;
+
+    /// Each vector activation against its scalar form on the values where the forms
+    /// could part: NaN, infinities, signed zeros, and either side of each kink.
+    #[test]
+    fn vector_activations_match_the_scalar_forms() {
+        let Some(v3) = V3::try_new() else {
+            return;
+        };
+        let values = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            -7.0,
+            -3.0,
+            -2.999,
+            -0.4,
+            1e-8,
+            0.4,
+            2.999,
+            3.0,
+            5.5,
+            6.0,
+            7.25,
+            1e30,
+        ];
+        let activations = [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.1 },
+            Activation::Clip { min: 0.0, max: 6.0 },
+            Activation::Clip {
+                min: -1.0,
+                max: 0.5,
+            },
+            Activation::HardSigmoid {
+                alpha: 0.2,
+                beta: 0.5,
+            },
+            Activation::HardSwish,
+        ];
+        for act in activations {
+            let mut want = values;
+            bias_activate(act, 0.0, &mut want);
+            let vector = VectorActivation::new(act).unwrap();
+            let got: Vec<f32> = values
+                .chunks(8)
+                .flat_map(|chunk| {
+                    let mut lanes = [0.0; 8];
+                    lanes[..chunk.len()].copy_from_slice(chunk);
+                    let v = vector.apply(v3, bytemuck::cast(lanes));
+                    let lanes: [f32; 8] = bytemuck::cast(v);
+                    lanes[..chunk.len()].to_vec()
+                })
+                .collect();
+            for ((&x, &want), got) in values.iter().zip(&want).zip(got) {
+                // HardSwish multiplies by 1/6 where the scalar form divides by 6.
+                let close = got == want
+                    || act == Activation::HardSwish && (got - want).abs() <= 1e-6 * want.abs();
+                assert!(
+                    close || (got.is_nan() && want.is_nan()),
+                    "{act:?}({x}): vector {got}, scalar {want}"
+                );
+            }
+        }
+        assert_eq!(VectorActivation::new(Activation::Sigmoid), None);
+    }
 }

@@ -316,6 +316,9 @@ fn fused_activations() {
             params(1, 4, [5, 6], 3, [3, 3], [1, 1], [1, 1], [1; 4], 1),
             params(1, 4, [5, 6], 3, [1, 1], [1, 1], [1, 1], [0; 4], 1),
             params(1, 4, [5, 6], 4, [3, 3], [2, 1], [1, 1], [1; 4], 4),
+            // Depthwise, a whole block of channels and a partial one: the activation
+            // in registers, or over the finished row (Sigmoid, Swish).
+            params(1, 12, [9, 11], 12, [3, 3], [1, 1], [1, 1], [1; 4], 12),
         ];
         for p in shapes {
             check(

@@ -300,11 +300,23 @@ impl Conv2d {
 
     /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one block of
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
-    /// [`CONV_MAX_BLOCK`] columns); for a depthwise layer, its ring of interleaved
+    /// [`CONV_MAX_BLOCK`] columns), and its product where the block spans images
+    /// ([`Self::conv_images_at_once`]); for a depthwise layer, its ring of interleaved
     /// input rows, one output row and the block's weights and biases
     /// ([`Self::depthwise_rows`]).
     /// The compiler plans it in the arena as a tensor living for one step.
     pub const fn scratch_len(&self) -> usize {
+        let least = self.least_scratch_len();
+        let images = self.images_at_once_scratch_len(CONV_MAX_BLOCK);
+        if images > least { images } else { least }
+    }
+
+    /// The part of [`Self::scratch_len`] the kernel cannot run without: all of it
+    /// but the images-at-once part ([`Self::images_at_once_scratch_len`]). The kernel
+    /// checks its scratch against this, and takes images at once only where the
+    /// scratch holds that too (a build over ranges lends the scratch planned at the
+    /// largest sizes, which need not take images at once).
+    pub const fn least_scratch_len(&self) -> usize {
         if self.is_depthwise() {
             let [ring, row, tiles] = self.depthwise_rows();
             let weights = self.kernel[0] * self.kernel[1] + 1;
@@ -314,12 +326,45 @@ impl Conv2d {
             return 0;
         }
         let positions = self.h_out * self.w_out;
+        let k_len = (self.c_in / self.group) * self.kernel[0] * self.kernel[1];
         let cols = if positions < CONV_MAX_BLOCK {
             positions
         } else {
             CONV_MAX_BLOCK
         };
-        (self.c_in / self.group) * self.kernel[0] * self.kernel[1] * cols
+        k_len * cols
+    }
+
+    /// Scratch for [`Self::conv_images_at_once`] at `block` positions a block: the
+    /// unfolded columns of its images and the product before it is scattered to them
+    /// (0 where it does not apply).
+    pub const fn images_at_once_scratch_len(&self, block: usize) -> usize {
+        let Some(images) = self.conv_images_at_once(block) else {
+            return 0;
+        };
+        let cols = images * self.h_out * self.w_out;
+        (self.c_in * self.kernel[0] * self.kernel[1] + self.c_out) * cols
+    }
+
+    /// How many images one im2col product covers on a CPU whose blocks are `block`
+    /// positions wide (at most [`CONV_MAX_BLOCK`]), where it is more than one: a
+    /// batch of images with no more than half a block of output positions each, one
+    /// group. `None` where each image (or block of one) is its own product.
+    pub const fn conv_images_at_once(&self, block: usize) -> Option<usize> {
+        let positions = self.h_out * self.w_out;
+        if self.group != 1
+            || self.n < 2
+            || positions == 0
+            || self.is_pointwise()
+            || self.is_depthwise()
+        {
+            return None;
+        }
+        let images = block / positions;
+        if images < 2 {
+            return None;
+        }
+        Some(if images < self.n { images } else { self.n })
     }
 
     /// Whether the layer runs as Winograd F(2×2, 3×3) (`kernels::conv2d_winograd`):

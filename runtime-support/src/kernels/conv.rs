@@ -6,7 +6,9 @@
 //!   SIMD over a padded, stride-phase-split copy of each plane (`depthwise.rs`);
 //! - **everything else**: for each image, group and block of output positions,
 //!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per
-//!   position), then one GEMM `Y[:, block] = W_g · cols`.
+//!   position), then one GEMM `Y[:, block] = W_g · cols`; or, where a batch's images
+//!   have fewer positions than half a block each, im2col of several images into one
+//!   block and one GEMM for them all ([`Conv2d::conv_images_at_once`]).
 //!
 //! Bias and the fused activation follow each GEMM on the columns it wrote, while they
 //! are still in cache. im2col blocks are narrow (48 positions, two of faer's 24-row
@@ -65,8 +67,10 @@ pub fn conv2d(
     assert_eq!(w.len(), p.c_out * k_len, "conv2d: W");
     assert_eq!(y.len(), p.n * p.c_out * plane_out, "conv2d: Y");
     // A build over declared ranges lends the scratch its largest size: use a prefix.
-    assert!(scratch.len() >= p.scratch_len(), "conv2d: scratch");
-    let scratch = &mut scratch[..p.scratch_len()];
+    // Images at once need more, and run only where the scratch has it (see
+    // `Conv2d::least_scratch_len`).
+    let needed = p.least_scratch_len();
+    assert!(scratch.len() >= needed, "conv2d: scratch");
     if let Some(b) = bias {
         assert_eq!(b.len(), p.c_out, "conv2d: bias");
     }
@@ -85,9 +89,18 @@ pub fn conv2d(
         return;
     }
     if p.is_depthwise() {
-        return super::depthwise::depthwise(p, x, w, bias, y, scratch);
+        return super::depthwise::depthwise(p, x, w, bias, y, &mut scratch[..needed]);
     }
     let win = window(p);
+    let wide = block_cols(usize::MAX);
+    let images_len = p.images_at_once_scratch_len(wide);
+    if let Some(images) = p.conv_images_at_once(wide)
+        && scratch.len() >= images_len
+    {
+        let scratch = &mut scratch[..images_len];
+        return images_at_once(p, &win, images, x, w, bias, y, scratch);
+    }
+    let scratch = &mut scratch[..needed];
     let block = block_cols(plane_out);
     for img in 0..p.n {
         let x = &x[img * p.c_in * plane_in..][..p.c_in * plane_in];
@@ -171,6 +184,53 @@ pub fn conv2d(
     }
 }
 
+/// im2col + GEMM for `images` images at a time, each with fewer positions than half
+/// a block: one product's columns are all their positions, so the weights are read
+/// once per `images` images instead of once per image (a batch of short 1-D signals,
+/// as silero VAD's STFT and encoder run, is otherwise one narrow product each).
+#[allow(clippy::too_many_arguments)]
+fn images_at_once(
+    p: &Conv2d,
+    win: &Window,
+    images: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    let k_len = p.c_in * p.kernel[0] * p.kernel[1];
+    let lhs = Operand::rows(w, k_len).view(p.c_out, k_len);
+    let parts = x
+        .chunks(images * p.c_in * plane_in)
+        .zip(y.chunks_mut(images * p.c_out * plane_out));
+    let macs = p.n * p.c_out * plane_out * k_len;
+    threads::for_each_with_scratch(parts, macs, scratch, |(x, y), scratch| {
+        let cols = x.len() / (p.c_in * plane_in) * plane_out;
+        let (unfolded, product) = scratch.split_at_mut(k_len * cols);
+        for (i, x) in x.chunks_exact(p.c_in * plane_in).enumerate() {
+            im2col_at(win, x, 0..plane_out, unfolded, cols, i * plane_out);
+        }
+        let product = &mut product[..p.c_out * cols];
+        let rhs = Operand::rows(unfolded, cols).view(k_len, cols);
+        let out = gemm::row_major_mut(product, p.c_out, cols, cols);
+        gemm::product_shared(out, faer::Accum::Replace, lhs, rhs, 1.0);
+        // Row `c` of the product holds channel `c` of every image in turn.
+        vectorize!({
+            for (c, row) in product.chunks_exact(cols).enumerate() {
+                let channel_bias = bias.map_or(0.0, |b| b[c]);
+                let planes = y.chunks_exact_mut(p.c_out * plane_out);
+                for (from, image) in row.chunks_exact(plane_out).zip(planes) {
+                    let dst = &mut image[c * plane_out..][..plane_out];
+                    dst.copy_from_slice(from);
+                    bias_activate(p.activation, channel_bias, dst);
+                }
+            }
+        });
+    });
+}
+
 /// Output positions per block on this CPU (see the module documentation).
 fn block_cols(positions: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -210,6 +270,19 @@ fn blocks(positions: usize, block: usize) -> impl Iterator<Item = Range<usize>> 
 /// and output-row segment (valid range, input offset) is worked out once for all
 /// channels, and the innermost work is a copy of a contiguous or strided run.
 fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
+    im2col_at(win, x, cols.clone(), out, cols.len(), 0);
+}
+
+/// [`im2col`] into columns `at ..` of rows `row_len` long: one image's part of a
+/// product over several ([`Conv2d::conv_images_at_once`]).
+fn im2col_at(
+    win: &Window,
+    x: &[f32],
+    cols: Range<usize>,
+    out: &mut [f32],
+    row_len: usize,
+    at: usize,
+) {
     let (h, w) = (&win.h, &win.w);
     let (plane, taps) = (h.in_len * w.in_len, h.kernel * w.kernel);
     let width = cols.len();
@@ -229,7 +302,8 @@ fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
                 } else {
                     0..0
                 };
-                let rows = out.chunks_exact_mut(width).skip(tap).step_by(taps);
+                let rows = out.chunks_exact_mut(row_len).skip(tap).step_by(taps);
+                let rows = rows.map(|row| &mut row[at..]);
                 if valid.is_empty() {
                     for row in rows {
                         row[dst..dst + len].fill(0.0);

@@ -332,6 +332,36 @@ fn fused_activations() {
     }
 }
 
+/// Batches of images with few positions each, unfolded several at a time into one
+/// product: a group of images and a partial one, a 1-D STFT-like layer (silero VAD's:
+/// 258 filters of 256 taps at stride 128, 4 positions an image), with an activation;
+/// and the same layer given only the scratch one image needs, which runs it image by
+/// image (as a build over ranges may lend it).
+#[test]
+fn images_at_once() {
+    let p = params(5, 6, [3, 4], 7, [3, 3], [1, 1], [1, 1], [1; 4], 1);
+    assert_eq!(p.conv_images_at_once(48), Some(4));
+    assert!(p.scratch_len() > p.least_scratch_len());
+    check(p, 50);
+    let stft = params(16, 1, [1, 640], 258, [1, 256], [1, 128], [1, 1], [0; 4], 1);
+    assert_eq!(stft.conv_images_at_once(48), Some(12));
+    check(stft, 51);
+    check(
+        Conv2d {
+            activation: Activation::Relu,
+            ..params(3, 4, [1, 9], 5, [1, 3], [1, 2], [1, 1], [0, 1, 0, 1], 1)
+        },
+        52,
+    );
+    let mut rng = Rng::new(53);
+    let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+    let w = rng.vec(p.c_out * p.c_in * 9);
+    let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
+    let mut scratch = vec![f32::NAN; p.least_scratch_len()];
+    conv2d(&p, &x, &w, None, &mut y, &mut scratch);
+    assert_close(&y, &conv_ref(&p, &x, &w, None), TOL, "one image at a time");
+}
+
 #[test]
 #[should_panic(expected = "conv2d: scratch")]
 fn rejects_wrong_scratch() {

@@ -91,6 +91,9 @@ pub fn conv2d(
     if p.is_depthwise() {
         return super::depthwise::depthwise(p, x, w, bias, y, &mut scratch[..needed]);
     }
+    if p.direct_applies() {
+        return super::direct::direct(p, x, w, bias, y, &mut scratch[..needed]);
+    }
     let win = window(p);
     let wide = block_cols(usize::MAX);
     let images_len = p.images_at_once_scratch_len(wide);

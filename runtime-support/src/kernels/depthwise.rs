@@ -26,7 +26,7 @@ use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK};
 use crate::threads;
 
 /// Accumulators a tile keeps: `TILE` positions of one vector each on AVX2.
-const ACCUMULATORS: usize = 8;
+pub(super) const ACCUMULATORS: usize = 8;
 
 /// Depthwise `conv2d`: the caller has checked the lengths and the scratch, and that
 /// `y` is not empty.
@@ -209,7 +209,13 @@ fn interleave_row(
 /// Writes output row `oh` from `out_row` (`[position][channel]`, whole tiles) to the
 /// block's output planes.
 #[inline(always)]
-fn deinterleave_row(p: &Conv2d, out_row: &[f32], oh: usize, out: &mut [f32], transpose: Transpose) {
+pub(super) fn deinterleave_row(
+    p: &Conv2d,
+    out_row: &[f32],
+    oh: usize,
+    out: &mut [f32],
+    transpose: Transpose,
+) {
     let plane_out = p.h_out * p.w_out;
     #[cfg(target_arch = "x86_64")]
     if let Transpose::Avx(v3) = transpose {
@@ -253,7 +259,7 @@ fn deinterleave_row(p: &Conv2d, out_row: &[f32], oh: usize, out: &mut [f32], tra
 /// is full and the code runs as AVX2 (pulp has no portable shuffle), else element
 /// by element.
 #[derive(Clone, Copy)]
-enum Transpose {
+pub(super) enum Transpose {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx(pulp::x86::V3),
@@ -261,7 +267,7 @@ enum Transpose {
 
 impl Transpose {
     #[inline(always)]
-    fn new<S: Simd>(channels: usize) -> Self {
+    pub(super) fn new<S: Simd>(channels: usize) -> Self {
         #[cfg(target_arch = "x86_64")]
         if channels == BLOCK
             && S::F32_LANES == BLOCK
@@ -428,12 +434,12 @@ fn output_row_with<S: Simd>(
 
 /// One vector from exactly `S::F32_LANES` floats (an unaligned load).
 #[inline(always)]
-fn load<S: Simd>(from: &[f32]) -> S::f32s {
+pub(super) fn load<S: Simd>(from: &[f32]) -> S::f32s {
     bytemuck::cast_slice::<f32, S::f32s>(from)[0]
 }
 
 /// Writes one vector to exactly `S::F32_LANES` floats.
 #[inline(always)]
-fn store<S: Simd>(to: &mut [f32], v: S::f32s) {
+pub(super) fn store<S: Simd>(to: &mut [f32], v: S::f32s) {
     bytemuck::cast_slice_mut::<f32, S::f32s>(to)[0] = v;
 }

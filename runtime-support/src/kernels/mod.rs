@@ -23,6 +23,7 @@ mod affine;
 mod conv;
 mod conv_transpose;
 mod depthwise;
+mod direct;
 mod elementwise;
 pub(crate) mod gemm;
 pub(crate) mod index;

@@ -332,6 +332,28 @@ fn fused_activations() {
     }
 }
 
+/// The direct kernel: full and partial blocks of output channels (8, 13, 3), strides
+/// 1 and 2, uneven pads, rows with and without a partial tile, batches, planes
+/// narrower than a tile, one input channel and the most it takes.
+#[test]
+fn direct() {
+    let cases = [
+        params(1, 3, [17, 20], 16, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(2, 5, [9, 11], 13, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(1, 1, [12, 7], 3, [3, 3], [2, 2], [1, 1], [0, 1, 1, 0], 1),
+        params(1, 32, [10, 10], 8, [3, 3], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 16, [21, 33], 24, [3, 3], [2, 2], [1, 1], [1, 0, 0, 1], 1),
+        params(1, 4, [2, 3], 9, [3, 3], [1, 1], [1, 1], [2; 4], 1),
+    ];
+    for (i, p) in cases.into_iter().enumerate() {
+        assert!(p.direct_applies(), "{p:?}");
+        check(p, 60 + i as u64);
+    }
+    // Neither a 5×5 window nor 33 input channels.
+    assert!(!params(1, 3, [9, 9], 8, [5, 5], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+    assert!(!params(1, 33, [9, 9], 8, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+}
+
 /// Batches of images with few positions each, unfolded several at a time into one
 /// product: a group of images and a partial one, a 1-D STFT-like layer (silero VAD's:
 /// 258 filters of 256 taps at stride 128, 4 positions an image), with an activation;
@@ -339,8 +361,8 @@ fn fused_activations() {
 /// image (as a build over ranges may lend it).
 #[test]
 fn images_at_once() {
-    let p = params(5, 6, [3, 4], 7, [3, 3], [1, 1], [1, 1], [1; 4], 1);
-    assert_eq!(p.conv_images_at_once(48), Some(4));
+    let p = params(5, 6, [3, 4], 7, [2, 3], [1, 1], [1, 1], [1; 4], 1);
+    assert_eq!(p.conv_images_at_once(48), Some(3));
     assert!(p.scratch_len() > p.least_scratch_len());
     check(p, 50);
     let stft = params(16, 1, [1, 640], 258, [1, 256], [1, 128], [1, 1], [0; 4], 1);
@@ -355,7 +377,7 @@ fn images_at_once() {
     );
     let mut rng = Rng::new(53);
     let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
-    let w = rng.vec(p.c_out * p.c_in * 9);
+    let w = rng.vec(p.c_out * p.c_in * 6);
     let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
     let mut scratch = vec![f32::NAN; p.least_scratch_len()];
     conv2d(&p, &x, &w, None, &mut y, &mut scratch);

@@ -26,7 +26,10 @@ fn run_conv(p: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], threads: &Threads) -
 fn conv2d_blocks_and_products_on_several_threads() {
     let cases = [
         // im2col: 56×56 positions in many blocks, the remainder joining the last.
+        params(1, 40, [56, 56], 32, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
+        // Direct: runs of blocks of output channels (the last partial) per thread.
         params(1, 16, [56, 56], 32, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
+        params(2, 3, [41, 38], 44, [3, 3], [2, 2], [1, 1], [1, 0, 1, 1], 1),
         // Two images, two groups, stride 2, fewer positions than one block per thread.
         params(2, 8, [15, 13], 12, [3, 3], [2, 2], [1, 1], [1, 0, 1, 2], 2),
         // Pointwise: one product over the plane, split by columns, then by rows.

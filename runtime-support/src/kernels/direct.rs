@@ -1,0 +1,250 @@
+//! Direct convolution of one group ([`Conv2d::direct_applies`]): the layers im2col
+//! serves worst, whose unfolding costs as much as their product (few input channels,
+//! stride 2).
+//!
+//! Output channels go in blocks of [`DEPTHWISE_BLOCK`] as the vector lanes, and
+//! positions in tiles of eight, as in the depthwise kernel: each tap of a tile is one
+//! vector load of the block's weights at that input channel and tap, times one input
+//! value per position, broadcast. The weights are packed once a call into that order
+//! (`[block][c_in][kh][kw][channel]`); each input channel's padded rows live in a
+//! ring of the rows one output row reads. A finished output row (`[position][channel]`)
+//! is written back to the block's planes by the depthwise kernel's 8×8 shuffles.
+//! Threads take bands of output rows, each with its own ring.
+
+use faer::traits::pulp::{self, Simd, WithSimd};
+
+use super::depthwise::{ACCUMULATORS, Transpose, deinterleave_row, load, store};
+use super::elementwise::{VectorActivation, bias_activate};
+use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK};
+use crate::threads;
+
+/// Direct `conv2d`: the caller has checked the lengths and the scratch, and that `y`
+/// is not empty.
+pub(super) fn direct(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    let k_len = p.c_in * p.kernel[0] * p.kernel[1];
+    let blocks = p.c_out.div_ceil(BLOCK);
+    let (packed, local) = scratch.split_at_mut((blocks * k_len + blocks) * BLOCK);
+    let (weights, biases) = packed.split_at_mut(blocks * k_len * BLOCK);
+    // Lanes past `c_out` in the last block: zero weights and bias, never written out.
+    weights[(blocks - 1) * k_len * BLOCK..].fill(0.0);
+    biases.fill(0.0);
+    for (co, w) in w.chunks_exact(k_len).enumerate() {
+        let block = &mut weights[co / BLOCK * k_len * BLOCK..][..k_len * BLOCK];
+        for (packed, &v) in block.chunks_exact_mut(BLOCK).zip(w) {
+            packed[co % BLOCK] = v;
+        }
+        biases[co] = bias.map_or(0.0, |b| b[co]);
+    }
+    let (weights, biases) = (&*weights, &*biases);
+    let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    // Threads take runs of blocks of output channels (whole planes), each filling its
+    // own ring: one run an image on one thread, so the input is copied once.
+    let run = blocks.div_ceil(threads::current()) * BLOCK;
+    let images = x
+        .chunks_exact(p.c_in * plane_in)
+        .zip(y.chunks_exact_mut(p.c_out * plane_out));
+    let parts = images.flat_map(|(x, y)| {
+        let runs = y.chunks_mut(run * plane_out).enumerate();
+        runs.map(move |(i, out)| (x, i * run / BLOCK, out))
+    });
+    let macs = y_len(p) * k_len;
+    threads::for_each_with_scratch(parts, macs, local, |(x, first, out), local| {
+        pulp::Arch::new().dispatch(Run {
+            p,
+            x,
+            weights: &weights[first * k_len * BLOCK..],
+            biases: &biases[first * BLOCK..],
+            out,
+            local,
+        });
+    });
+}
+
+fn y_len(p: &Conv2d) -> usize {
+    p.n * p.c_out * p.h_out * p.w_out
+}
+
+/// Consecutive blocks of output channels of one image: its input, their packed
+/// weights and biases (from the first block's on), their output planes, and the
+/// thread's scratch (the ring and one output row).
+struct Run<'a> {
+    p: &'a Conv2d,
+    x: &'a [f32],
+    weights: &'a [f32],
+    biases: &'a [f32],
+    out: &'a mut [f32],
+    local: &'a mut [f32],
+}
+
+impl WithSimd for Run<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        if S::F32_LANES > BLOCK {
+            // A position is one block of channels: a wider vector would span two.
+            return self.with_simd(pulp::Scalar::new());
+        }
+        let Run {
+            p,
+            x,
+            weights,
+            biases,
+            out,
+            local,
+        } = self;
+        let plane_out = p.h_out * p.w_out;
+        let k_len = p.c_in * p.kernel[0] * p.kernel[1];
+        let [ring_rows, row, tiles] = p.depthwise_rows();
+        let (ring, rest) = local.split_at_mut(p.c_in * ring_rows * row);
+        let out_row = &mut rest[..tiles * BLOCK];
+        let in_registers = VectorActivation::new(p.activation);
+        let activation = in_registers.unwrap_or(VectorActivation::Identity);
+        let mut loaded = 0;
+        for oh in 0..p.h_out {
+            let first = oh * p.stride[0];
+            let last = first + (p.kernel[0] - 1) * p.dilation[0];
+            for r in loaded.max(first)..=last {
+                load_row(p, x, r, ring_rows, row, ring);
+            }
+            loaded = last + 1;
+            for (b, out) in out.chunks_mut(BLOCK * plane_out).enumerate() {
+                let block = Block {
+                    p,
+                    ring,
+                    ring_rows,
+                    row,
+                    weights: &weights[b * k_len * BLOCK..][..k_len * BLOCK],
+                    bias: &biases[b * BLOCK..][..BLOCK],
+                    activation,
+                };
+                output_row(s, &block, oh, out_row);
+                if in_registers.is_none() {
+                    bias_activate(p.activation, 0.0, &mut out_row[..p.w_out * BLOCK]);
+                }
+                let transpose = Transpose::new::<S>(out.len() / plane_out);
+                deinterleave_row(p, out_row, oh, out, transpose);
+            }
+        }
+    }
+}
+
+/// Writes padded input row `r` of every input channel into its slot of the ring
+/// (`[c_in][ring_rows][row]`), the padding as zeros.
+#[inline(always)]
+fn load_row(p: &Conv2d, x: &[f32], r: usize, ring_rows: usize, row: usize, ring: &mut [f32]) {
+    let [top, left, _, _] = p.pads;
+    let ih = r.checked_sub(top).filter(|&ih| ih < p.h_in);
+    let plane_in = p.h_in * p.w_in;
+    for ci in 0..p.c_in {
+        let slot = &mut ring[(ci * ring_rows + r % ring_rows) * row..][..row];
+        let Some(ih) = ih else {
+            slot.fill(0.0);
+            continue;
+        };
+        let (pad, rest) = slot.split_at_mut(left);
+        pad.fill(0.0);
+        let (inside, pad) = rest.split_at_mut(p.w_in);
+        inside.copy_from_slice(&x[ci * plane_in + ih * p.w_in..][..p.w_in]);
+        pad.fill(0.0);
+    }
+}
+
+/// One block of output channels at one output row: what its tiles read.
+struct Block<'a> {
+    p: &'a Conv2d,
+    ring: &'a [f32],
+    ring_rows: usize,
+    /// Floats in one ring row.
+    row: usize,
+    weights: &'a [f32],
+    bias: &'a [f32],
+    activation: VectorActivation,
+}
+
+/// Output row `oh` of the block into `out_row` as `[position][channel]`, in whole
+/// tiles, with the 3×3 windows' sizes and strides as constants (as in the depthwise
+/// kernel, so that a tap's loads are fixed offsets and the tap loops unroll).
+#[inline(always)]
+fn output_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f32]) {
+    match (b.p.kernel, b.p.stride[1], b.p.dilation) {
+        ([3, 3], 1, [1, 1]) => output_row_with(s, b, oh, out_row, [3, 3], 1, [1, 1]),
+        ([3, 3], 2, [1, 1]) => output_row_with(s, b, oh, out_row, [3, 3], 2, [1, 1]),
+        (kernel, sw, dilation) => output_row_with(s, b, oh, out_row, kernel, sw, dilation),
+    }
+}
+
+/// [`output_row`] for a window of `[kh, kw]` taps at horizontal stride `sw`.
+#[inline(always)]
+fn output_row_with<S: Simd>(
+    s: S,
+    b: &Block<'_>,
+    oh: usize,
+    out_row: &mut [f32],
+    [kh, kw]: [usize; 2],
+    sw: usize,
+    [dh, dw]: [usize; 2],
+) {
+    let p = b.p;
+    let lanes = S::F32_LANES;
+    let per_position = BLOCK / lanes;
+    let positions = ACCUMULATORS / per_position;
+    let taps = kh * kw;
+    let first_slot = (oh * p.stride[0]) % b.ring_rows;
+    // The farthest input a tile reads is `(ow + positions − 1)·sw + (kw − 1)·dw` for
+    // `ow + positions ≤ tiles`: inside every ring row (`depthwise_rows` sizes them).
+    // Checked once here, so the loads below need no bounds checks of their own.
+    let tiles = out_row.len() / BLOCK;
+    assert!(
+        tiles.is_multiple_of(positions)
+            && (tiles - 1) * sw + (kw - 1) * dw < b.row
+            && p.c_in * b.ring_rows * b.row <= b.ring.len()
+            && b.weights.len() == p.c_in * taps * BLOCK,
+        "direct conv: a tile reads past its ring row"
+    );
+    let mut bias = [s.splat_f32s(0.0); ACCUMULATORS];
+    for (a, bias) in bias.iter_mut().enumerate() {
+        *bias = load::<S>(&b.bias[(a % per_position) * lanes..][..lanes]);
+    }
+    for (tile, out) in out_row.chunks_exact_mut(positions * BLOCK).enumerate() {
+        let ow = tile * positions;
+        let mut acc = bias;
+        for ci in 0..p.c_in {
+            let rows = &b.ring[ci * b.ring_rows * b.row..][..b.ring_rows * b.row];
+            let weights = &b.weights[ci * taps * BLOCK..][..taps * BLOCK];
+            let mut slot = first_slot;
+            for ki in 0..kh {
+                let in_row = &rows[slot * b.row..][..b.row];
+                slot += dh;
+                while slot >= b.ring_rows {
+                    slot -= b.ring_rows;
+                }
+                for kj in 0..kw {
+                    let weights = &weights[(ki * kw + kj) * BLOCK..][..BLOCK];
+                    let start = ow * sw + kj * dw;
+                    for (a, acc) in acc.iter_mut().enumerate() {
+                        let (position, v) = (a / per_position, a % per_position);
+                        let weight = load::<S>(&weights[v * lanes..][..lanes]);
+                        let at = start + position * sw;
+                        debug_assert!(at < in_row.len());
+                        // SAFETY: `at` is input position `(ow + position)·sw + kj·dw`
+                        // of the ring row, at most the farthest one the assertion
+                        // above checked to lie inside it.
+                        let x = unsafe { *in_row.get_unchecked(at) };
+                        *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
+                    }
+                }
+            }
+        }
+        for (a, acc) in acc.iter().enumerate() {
+            store::<S>(&mut out[a * lanes..][..lanes], b.activation.apply(s, *acc));
+        }
+    }
+}

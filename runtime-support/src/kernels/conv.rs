@@ -1,9 +1,11 @@
-//! 2-D convolution (NCHW input, OIHW weights), in three strategies:
+//! 2-D convolution (NCHW input, OIHW weights), in four strategies:
 //!
 //! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
 //!   `X[c_in/g, H*W]`, so it is one GEMM `Y = W · X` on the input as it lies;
 //! - **depthwise** (one input and one output channel per group): direct, in explicit
-//!   SIMD over a padded, stride-phase-split copy of each plane (`depthwise.rs`);
+//!   SIMD over blocks of 8 channels interleaved (`depthwise.rs`);
+//! - **direct** (3×3, one group, few input channels: [`Conv2d::direct_applies`]):
+//!   output channels as the vector lanes (`direct.rs`);
 //! - **everything else**: for each image, group and block of output positions,
 //!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per
 //!   position), then one GEMM `Y[:, block] = W_g · cols`; or, where a batch's images

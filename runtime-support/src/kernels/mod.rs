@@ -7,8 +7,9 @@
 //! nothing afterwards.
 //!
 //! Layout of this module:
-//! - `conv`: Conv2d (pointwise GEMM, im2col + GEMM); `depthwise`: its direct
-//!   depthwise kernel in explicit SIMD;
+//! - `conv`: Conv2d (pointwise GEMM, im2col + GEMM); `depthwise` and `direct`: its
+//!   direct kernels in explicit SIMD (depthwise; 3×3 with few input channels), which
+//!   share `depthwise`'s 8×8 transposes;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3), weights transformed
 //!   at compile time;
 //! - `gemm`: Gemm, MatMul and the single faer call every product goes through;

@@ -54,7 +54,7 @@ pub(super) fn direct(
         let runs = y.chunks_mut(run * plane_out).enumerate();
         runs.map(move |(i, out)| (x, i * run / BLOCK, out))
     });
-    let macs = y_len(p) * k_len;
+    let macs = p.n * p.c_out * plane_out * k_len;
     threads::for_each_with_scratch(parts, macs, local, |(x, first, out), local| {
         pulp::Arch::new().dispatch(Run {
             p,
@@ -65,10 +65,6 @@ pub(super) fn direct(
             local,
         });
     });
-}
-
-fn y_len(p: &Conv2d) -> usize {
-    p.n * p.c_out * p.h_out * p.w_out
 }
 
 /// Consecutive blocks of output channels of one image: its input, their packed

@@ -125,6 +125,15 @@ pub struct MatMul {
     pub b_batch_strides: [usize; MAX_RANK],
 }
 
+/// `Y = A · B` with B a constant the compiler packed (`kernels::pack_b`): A is `m × k`
+/// row-major (a batch of matrices back to back is one taller A), Y `m × n`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PackedMatMul {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
 /// How two operands map onto the output of an elementwise op: the output shape and
 /// each operand's element strides (0 along broadcast dimensions). The compiler merges
 /// adjacent dimensions first, so most calls have rank 1 or 2.

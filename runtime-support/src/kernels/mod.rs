@@ -30,6 +30,7 @@ pub(crate) mod gemm;
 pub(crate) mod index;
 mod layout;
 mod norm;
+mod packed;
 mod pool;
 pub(crate) mod simd;
 mod window;
@@ -45,5 +46,6 @@ pub use norm::{
     LRN_INPLACE_MAX_SIZE, batch_norm, batch_norm_inplace, lrn, lrn_inplace, softmax,
     softmax_inplace,
 };
+pub use packed::{PANEL, matmul_packed, pack_b, packed_b_len};
 pub use pool::{pool2d, pool2d_overlapping, reduce_mean};
 pub use winograd::{conv2d_winograd, winograd_weights};

@@ -423,6 +423,50 @@ fn bench_gemm_layouts() {
     }
 }
 
+/// Linear layers with constant weights: faer (which packs B on every call) against
+/// `matmul_packed` (B packed once, as the compiler does), on MiniLM-L6's shapes at 128
+/// tokens and ResNet-50's late pointwise shapes (as `Y^T = X^T · W^T`, not run so).
+#[test]
+#[ignore = "benchmark"]
+fn bench_packed_matmul() {
+    let x: Vec<f32> = (0..4 << 20).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();
+    let mut y = vec![0.0; 4 << 20];
+    for (m, n, k) in [
+        (128, 1536, 384),
+        (128, 384, 1536),
+        (128, 384, 384),
+        (128, 1152, 384),
+        (49, 2048, 512),
+        (49, 512, 2048),
+        (7, 384, 384),
+    ] {
+        let (a, b) = (&x[..m * k], &x[..k * n]);
+        let packed = pack_b(k, n, b);
+        let p = Gemm {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            alpha: 1.0,
+            beta: 0.0,
+            c_strides: [0, 0],
+            activation: Activation::None,
+        };
+        let faer = time(|| gemm(&p, a, b, None, &mut y[..m * n]));
+        let pp = PackedMatMul { m, n, k };
+        let ours = time(|| matmul_packed(&pp, a, &packed, &mut y[..m * n]));
+        let gmacs = |t: f64| (m * n * k) as f64 / t * 1e-9;
+        println!(
+            "{m:4}x{n:5}x{k:5}: faer {:7.3} ms {:5.1} GMAC/s, packed {:7.3} ms {:5.1} GMAC/s",
+            faer * 1e3,
+            gmacs(faer),
+            ours * 1e3,
+            gmacs(ours)
+        );
+    }
+}
+
 /// The whole ResNet-50 forward pass as the compiler would emit it (BatchNorm folded,
 /// ReLU fused into convolutions, residual Add then ReLU in place), timed end to end.
 #[test]

@@ -1,5 +1,5 @@
-use kiln_runtime::kernels::{gemm, matmul};
-use kiln_runtime::params::{Activation, Gemm, MAX_RANK, MatMul};
+use kiln_runtime::kernels::{PANEL, gemm, matmul, matmul_packed, pack_b, packed_b_len};
+use kiln_runtime::params::{Activation, Gemm, MAX_RANK, MatMul, PackedMatMul};
 
 use crate::reference::{ACTIVATIONS, Rng, activation_ref, assert_close};
 
@@ -243,6 +243,50 @@ fn gemm_writes_only_y() {
                 buf[1024..1024 + m * n].iter().all(|&v| v == k as f32),
                 "{p:?}"
             );
+        }
+    }
+}
+
+/// B packed at compile time: every row count a register block can end with (1–6
+/// rows, and several blocks), panels full, partial and several, and `k` of 0 and 1.
+#[test]
+fn matmul_packed_matches_reference() {
+    let mut seed = 300;
+    for m in [1, 2, 3, 4, 5, 6, 7, 13, 20] {
+        for n in [1, 5, PANEL, PANEL + 1, 2 * PANEL + 7] {
+            for k in [0, 1, 3, 40] {
+                seed += 1;
+                let mut rng = Rng::new(seed);
+                let (a, b) = (rng.vec(m * k), rng.vec(k * n));
+                let packed = pack_b(k, n, &b);
+                assert_eq!(packed.len(), packed_b_len(k, n));
+                let mut y = vec![f32::NAN; m * n];
+                matmul_packed(&PackedMatMul { m, n, k }, &a, &packed, &mut y);
+                let want = gemm_ref(&gemm_params(m, n, k), &a, &b, None);
+                assert_close(&y, &want, TOL, &format!("packed {m}x{n}x{k}"));
+            }
+        }
+    }
+}
+
+/// The packing itself: panel `p`, row `r`, lane `j` holds `B[r][p·PANEL + j]`, zero
+/// past the last column.
+#[test]
+fn pack_b_layout() {
+    let (k, n) = (3, PANEL + 2);
+    let b: Vec<f32> = (0..k * n).map(|i| i as f32 + 1.0).collect();
+    let packed = pack_b(k, n, &b);
+    for p in 0..2 {
+        for r in 0..k {
+            for j in 0..PANEL {
+                let col = p * PANEL + j;
+                let want = if col < n { b[r * n + col] } else { 0.0 };
+                assert_eq!(
+                    packed[(p * k + r) * PANEL + j],
+                    want,
+                    "panel {p} row {r} lane {j}"
+                );
+            }
         }
     }
 }

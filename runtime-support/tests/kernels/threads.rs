@@ -5,8 +5,8 @@
 //! has at least `MIN_WORK` (2^18) multiply-adds, so it is really shared.
 
 use kiln_runtime::Threads;
-use kiln_runtime::kernels::{conv2d, gemm, pool2d};
-use kiln_runtime::params::{Activation, Conv2d, Gemm, Pool2d, PoolKind};
+use kiln_runtime::kernels::{conv2d, gemm, matmul_packed, pack_b, pool2d};
+use kiln_runtime::params::{Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind};
 
 use crate::conv::{conv_ref, params};
 use crate::gemm::{gemm_params, gemm_ref};
@@ -141,6 +141,32 @@ fn pooling_planes_on_several_threads() {
         };
         let one = run(&Threads::default());
         assert_bits_eq(&run(&Threads::new(2, 0).unwrap()), &one, &format!("{p:?}"));
+    }
+}
+
+#[test]
+fn matmul_packed_split_by_bands_of_rows() {
+    // Bands of whole 6-row blocks: 128 rows in two bands; 31 rows in a band of 18 and
+    // one of 13, whose last block is short.
+    for (i, (m, n, k)) in [(128, 70, 48), (31, 300, 40)].into_iter().enumerate() {
+        let mut rng = Rng::new(120 + i as u64);
+        let (a, b) = (rng.vec(m * k), rng.vec(k * n));
+        let packed = pack_b(k, n, &b);
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; m * n];
+            threads.install(|| matmul_packed(&PackedMatMul { m, n, k }, &a, &packed, &mut y));
+            y
+        };
+        let one = run(&Threads::default());
+        let got = run(&Threads::new(2, 0).unwrap());
+        let what = format!("packed {m}x{n}x{k} on 2 threads");
+        assert_close(
+            &got,
+            &gemm_ref(&gemm_params(m, n, k), &a, &b, None),
+            TOL,
+            &what,
+        );
+        assert_bits_eq(&got, &one, &what);
     }
 }
 

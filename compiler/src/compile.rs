@@ -417,6 +417,7 @@ pub(crate) fn lower_program(bytes: &[u8], opts: &Options) -> Result<Program, Err
 fn lower_choices(opts: &Options) -> lower::Choices {
     lower::Choices {
         winograd: opts.winograd && opts.target == Target::Cpu,
+        packed_weights: opts.target == Target::Cpu,
     }
 }
 

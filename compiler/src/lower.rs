@@ -52,6 +52,10 @@ pub enum Kernel {
     Winograd(params::Conv2d),
     Gemm(params::Gemm),
     MatMul(params::MatMul),
+    /// A MatMul whose B is a constant matrix, packed at compile time into the panels
+    /// `kiln_runtime::kernels::matmul_packed` reads (`kernels::pack_b`). CPU only:
+    /// lowering chooses it where [`Choices::packed_weights`] allows.
+    PackedMatMul(params::PackedMatMul),
     BatchNorm(params::BatchNorm),
     ChannelAffine(params::ChannelAffine),
     Unary(params::Unary),
@@ -216,6 +220,8 @@ pub struct Program {
 pub struct Choices {
     /// 3×3 stride-1 convolutions with enough channels lower to [`Kernel::Winograd`].
     pub winograd: bool,
+    /// MatMuls by a constant matrix lower to [`Kernel::PackedMatMul`].
+    pub packed_weights: bool,
 }
 
 /// Lowers an inferred, optimised graph. `vary` names the values a build over declared

@@ -509,3 +509,50 @@ fn winograd_is_chosen_for_the_cpu_only() {
     let cuda = compile_cuda(&model, &cuda_opts()).unwrap();
     assert_eq!(kinds(&cuda), ["conv2d", "conv2d"]);
 }
+
+/// A MatMul by a constant `[k, n]` matrix runs on the CPU with that matrix packed at
+/// compile time (`m1:packed`, 40 columns padded to three 16-column panels) and the
+/// original out of the blob; a MatMul of two computed values does not, and CUDA (no
+/// such kernel) takes neither.
+#[test]
+fn packed_weights_are_chosen_for_the_cpu_only() {
+    use kiln_compiler::lower::Kernel;
+    let mut rng = common::Rng::new(6);
+    let model = Model::new(13)
+        .input("x", &[2, 5, 24])
+        .init("w", &[24, 40], rng.floats(24 * 40))
+        .node(Node::new("MatMul", &["x", "w"], &["h"]).name("m1"))
+        .node(Node::new("Transpose", &["h"], &["ht"]).ints("perm", &[0, 2, 1]))
+        .node(Node::new("MatMul", &["h", "ht"], &["out"]).name("m2"))
+        .output("out")
+        .bytes();
+    let kinds = |c: &Compiled| -> Vec<&'static str> {
+        let steps = c.program.steps.iter();
+        steps
+            .filter_map(|s| match &s.kernel {
+                Kernel::PackedMatMul(p) => {
+                    assert_eq!([p.m, p.n, p.k], [10, 40, 24], "batches fold into rows");
+                    Some("packed")
+                }
+                Kernel::MatMul(_) => Some("matmul"),
+                _ => None,
+            })
+            .collect()
+    };
+    let cpu = compile_bytes(&model, "t.onnx", "t", &Options::default()).unwrap();
+    assert_eq!(kinds(&cpu), ["packed", "matmul"]);
+    let names: Vec<String> = cpu
+        .program
+        .weight_entries
+        .iter()
+        .map(|w| format!("{}:{}", w.name, w.elems))
+        .collect();
+    assert_eq!(
+        names,
+        ["m1:packed:1152"],
+        "the original w is not in the blob"
+    );
+    assert!(cpu.code.contains("matmul_packed"), "{}", cpu.code);
+    let cuda = compile_cuda(&model, &cuda_opts()).unwrap();
+    assert_eq!(kinds(&cuda), ["matmul", "matmul"]);
+}

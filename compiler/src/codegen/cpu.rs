@@ -359,6 +359,11 @@ impl<'a> Emitter<'a> {
                 let (x, y) = (a(0), a(1));
                 quote!(#rt::kernels::matmul(&#pt, #x, #y, out);)
             }
+            Kernel::PackedMatMul(p) => {
+                let pt = tokens::packed_matmul(rt, p);
+                let (x, w) = (a(0), a(1));
+                quote!(#rt::kernels::matmul_packed(&#pt, #x, #w, out);)
+            }
             Kernel::BatchNorm(p) => {
                 let pt = tokens::batch_norm(rt, p);
                 let [x, sc, b, m, v] = [0, 1, 2, 3, 4].map(a);

@@ -409,9 +409,10 @@ impl Emitter<'_> {
                 quote!(conv2d(&P)),
                 geometry::conv2d(p),
             ),
-            Kernel::Winograd(_) => {
+            Kernel::Winograd(_) | Kernel::PackedMatMul(_) => {
                 return Err(Error::Codegen(format!(
-                    "node `{}` ({}) was lowered to the CPU's Winograd kernel, which has no CUDA twin",
+                    "node `{}` ({}) was lowered to a CPU-only kernel (Winograd or packed \
+                     weights), which has no CUDA twin",
                     s.node, s.op_type
                 )));
             }

@@ -133,6 +133,11 @@ pub fn matmul(rt: &TokenStream, p: &MatMul) -> TokenStream {
     })
 }
 
+pub fn packed_matmul(rt: &TokenStream, p: &PackedMatMul) -> TokenStream {
+    let [m, n, k] = [p.m, p.n, p.k].map(us);
+    quote!(#rt::params::PackedMatMul { m: #m, n: #n, k: #k })
+}
+
 pub fn broadcast(rt: &TokenStream, p: &Broadcast) -> TokenStream {
     let r = us(p.rank);
     let (s, a, b) = (arr(&p.shape), arr(&p.a_strides), arr(&p.b_strides));

@@ -12,7 +12,7 @@ use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadc
 use crate::dim::{Dim, fmt_dims};
 use crate::ir::Activation;
 use crate::lower::{Kernel, TypedCall, activation_param, broadcast_strides};
-use crate::tensor::{DType, Scalar, Tensor};
+use crate::tensor::{DType, Data, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
 
 /// `Y = alpha·op(A)·op(B) + beta·C`, with an activation the fusion pass may add.
@@ -220,6 +220,28 @@ fn typed_matmul_params(a: &[usize], b: &[usize], y: &[usize]) -> R<tp::MatMul> {
     Ok(p)
 }
 
+/// A float32 MatMul by a constant matrix `B` (`[k, n]`, a linear layer's weights) as
+/// one product of every row of A, with B packed (`NODE:packed`) where the lowering's
+/// [`crate::lower::Choices`] allow it. The original B stays out of the blob unless
+/// another step reads it.
+fn packed_weights(
+    cx: &mut LowerCx,
+    a: &[usize],
+    b: &[usize],
+) -> Option<(params::PackedMatMul, crate::lower::Operand)> {
+    if !cx.choices().packed_weights || b.len() != 2 {
+        return None;
+    }
+    let (k, n) = (b[0], b[1]);
+    let rows = a[..a.len() - 1].iter().product();
+    let w = cx.opt_constant(1)?.as_f32();
+    let packed = kiln_runtime::kernels::pack_b(k, n, &w);
+    let name = format!("{}:packed", cx.node.name);
+    let t = Tensor::new(vec![packed.len()], Data::F32(packed));
+    let p = params::PackedMatMul { m: rows, n, k };
+    Some((p, cx.weight(&name, &t)))
+}
+
 #[derive(Debug, Clone)]
 pub struct MatMul;
 
@@ -250,6 +272,14 @@ impl Operator for MatMul {
         let d = cx.dtype(0)?;
         let (a, b) = (cx.shape(0)?, cx.shape(1)?);
         let y = cx.out(0)?.shape();
+        if d == DType::F32
+            && let Some((p, packed)) = packed_weights(cx, a, b)
+        {
+            let inputs = vec![cx.operand(0)?, packed];
+            let out = cx.output(0)?;
+            cx.step(Kernel::PackedMatMul(p), inputs, out);
+            return Ok(());
+        }
         let inputs = cx.operands()?;
         if d == DType::F32
             && let Ok(p) = matmul_params(a, b, y)

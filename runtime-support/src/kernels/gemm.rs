@@ -1,7 +1,7 @@
 //! Matrix products: ONNX `Gemm` and batched `MatMul`, and the one place that calls faer.
 //!
-//! Every kernel that multiplies matrices (convolution too) goes through [`sgemm`], so
-//! there is a single spot that knows faer's API, its sequential mode, and the register
+//! Every faer product (convolution's too) goes through [`sgemm`], so there is a single
+//! spot that knows faer's API, its sequential mode, and the register
 //! clean-up it needs afterwards.
 
 use std::ops::Range;

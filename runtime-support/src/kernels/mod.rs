@@ -12,7 +12,8 @@
 //!   share `depthwise`'s 8×8 transposes;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3), weights transformed
 //!   at compile time;
-//! - `gemm`: Gemm, MatMul and the single faer call every product goes through;
+//! - `gemm`: Gemm, MatMul and the single faer call every faer product goes through;
+//!   `packed`: MatMul by a constant matrix the compiler packed (our own micro-kernel);
 //! - `elementwise`: unary and broadcasting binary ops, the fused bias/activation stage;
 //! - `pool`: MaxPool/AveragePool and ReduceMean; `norm`: BatchNorm, LRN, Softmax;
 //! - `affine`: per-channel scale and shift with a fused activation (folded BatchNorm);

@@ -28,6 +28,17 @@ import time
 WARMUP = 3
 
 
+def session_options(ort):
+    """The benchmark's session settings (scripts/ort_profile.py uses them too)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(os.environ.get("KILN_BENCH_THREADS") or 1)
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    return so
+
+
 def main(argv: list) -> int:
     if len(argv) < 4 or argv[1] in ("-h", "--help"):
         print(__doc__, file=sys.stderr)
@@ -48,12 +59,7 @@ def main(argv: list) -> int:
     import numpy as np
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = int(os.environ.get("KILN_BENCH_THREADS") or 1)
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
+    so = session_options(ort)
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     if named:
         feeds = {name: np.load(path, allow_pickle=False) for name, path in named}

@@ -41,12 +41,10 @@ def main(argv: list) -> int:
     import numpy as np
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = int(os.environ.get("KILN_BENCH_THREADS") or 1)
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from ort_bench import session_options
+
+    so = session_options(ort)
     feeds = {name: np.load(path, allow_pickle=False) for name, path in named}
     # Warm up without profiling, then profile a session of its own.
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])

@@ -182,7 +182,7 @@ fn tiny_matches_cpu_target() {
     use kiln_cuda_check::generated::tiny_cpu;
     let m = small("tiny_cuda");
     let x = input(m.inputs[0].len(), 1);
-    let model = tiny_cpu::Model::load(weights_path(m)).unwrap();
+    let model = tiny_cpu::Model::load(concat!(env!("OUT_DIR"), "/tiny_cpu.weights.bin")).unwrap();
     let mut ctx = tiny_cpu::Context::new();
     let out = model.run(&mut ctx, tiny_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, out.prob, &x);
@@ -195,7 +195,7 @@ fn gemms_match_cpu_target() {
     use kiln_cuda_check::generated::gemms_cpu;
     let m = small("gemms_cuda");
     let x = input(m.inputs[0].len(), 3);
-    let model = gemms_cpu::Model::load(weights_path(m)).unwrap();
+    let model = gemms_cpu::Model::load(concat!(env!("OUT_DIR"), "/gemms_cpu.weights.bin")).unwrap();
     let mut ctx = gemms_cpu::Context::new();
     let out = model.run(&mut ctx, gemms_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, out.y, &x);
@@ -208,7 +208,7 @@ fn silu_matches_cpu_target() {
     use kiln_cuda_check::generated::silu_cpu;
     let m = small("silu_cuda");
     let x = input(m.inputs[0].len(), 4);
-    let model = silu_cpu::Model::load(weights_path(m)).unwrap();
+    let model = silu_cpu::Model::load(concat!(env!("OUT_DIR"), "/silu_cpu.weights.bin")).unwrap();
     let mut ctx = silu_cpu::Context::new();
     let out = model.run(&mut ctx, silu_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, out.y, &x);
@@ -220,7 +220,9 @@ fn kitchen_sink_matches_cpu_target() {
     use kiln_cuda_check::generated::kitchen_sink_cpu;
     let m = small("kitchen_sink_cuda");
     let x = input(m.inputs[0].len(), 2);
-    let model = kitchen_sink_cpu::Model::load(weights_path(m)).unwrap();
+    let model =
+        kitchen_sink_cpu::Model::load(concat!(env!("OUT_DIR"), "/kitchen_sink_cpu.weights.bin"))
+            .unwrap();
     let mut ctx = kitchen_sink_cpu::Context::new();
     let out = model
         .run(&mut ctx, kitchen_sink_cpu::Inputs { x: &x })

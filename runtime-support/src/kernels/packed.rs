@@ -112,12 +112,8 @@ impl Product<'_> {
             y,
         } = self;
         assert_eq!(V * S::F32_LANES, PANEL, "matmul_packed: lanes");
-        for (p, panel) in b
-            .chunks_exact(PANEL * k.max(1))
-            .enumerate()
-            .take(n.div_ceil(PANEL))
-        {
-            let panel = &panel[..PANEL * k];
+        // `k > 0` here and `b` is exactly the packed panels (`matmul_packed` checked).
+        for (p, panel) in b.chunks_exact(PANEL * k).enumerate() {
             let cols = (n - p * PANEL).min(PANEL);
             let mut row = 0;
             while row < rows {

@@ -65,7 +65,7 @@ fn main() {
         let weights = all_weights || RUN.contains(&m);
         write(&out, &compiled, weights);
         module(&mut code, m);
-        entry(&mut zoo, m, &path_str(&dir), weights);
+        entry(&mut zoo, m, &path_str(&dir), weights, None);
     }
     zoo.push_str("];\n");
 
@@ -92,7 +92,13 @@ fn main() {
             write(&out, &compiled, true);
             module(&mut code, &module_name);
         }
-        entry(&mut small, &format!("{name}_cuda"), "", true);
+        entry(
+            &mut small,
+            &format!("{name}_cuda"),
+            "",
+            true,
+            Some(&format!("{name}_cpu")),
+        );
     }
     small.push_str("];\n");
 
@@ -167,16 +173,18 @@ fn module(code: &mut String, name: &str) {
     .unwrap();
 }
 
-fn entry(table: &mut String, name: &str, dir: &str, weights: bool) {
-    let weights = if weights {
-        format!("Some(concat!(env!(\"OUT_DIR\"), \"/{name}.weights.bin\"))")
-    } else {
-        "None".into()
-    };
+/// The table entry of module `name`, with its weights file when `weights`, and the
+/// weights file of its CPU twin `cpu` (whose blob may differ: packed MatMul weights).
+fn entry(table: &mut String, name: &str, dir: &str, weights: bool, cpu: Option<&str>) {
+    let file =
+        |module: &str| format!("Some(concat!(env!(\"OUT_DIR\"), \"/{module}.weights.bin\"))");
+    let weights = if weights { file(name) } else { "None".into() };
+    let cpu_weights = cpu.map_or_else(|| "None".into(), file);
     writeln!(
         table,
         "    CudaModel {{ name: \"{name}\", dir: {dir:?}, arena_bytes: {name}::ARENA_BYTES, \
-         weights_bytes: {name}::WEIGHTS_BYTES, weights: {weights}, steps: &{name}::STEPS, \
+         weights_bytes: {name}::WEIGHTS_BYTES, weights: {weights}, cpu_weights: {cpu_weights}, \
+         steps: &{name}::STEPS, \
          kernels: {name}::KERNELS, inputs: &{name}::INPUTS, outputs: &{name}::OUTPUTS, \
          output_regions: &{name}::OUTPUT_REGIONS, launch_all: |l| {name}::launch_all(l) }},"
     )

@@ -20,6 +20,9 @@ pub struct CudaModel {
     pub weights_bytes: usize,
     /// Path of its weights file, for the models the tests run.
     pub weights: Option<&'static str>,
+    /// Path of the weights file of its CPU twin (the in-memory models): a CPU build's
+    /// blob differs where it packs weights at compile time (constant MatMul operands).
+    pub cpu_weights: Option<&'static str>,
     pub steps: &'static [(&'static str, &'static str)],
     pub kernels: &'static [&'static str],
     pub inputs: &'static [kiln_runtime::TensorInfo],

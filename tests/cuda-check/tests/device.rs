@@ -15,7 +15,8 @@
 //!
 //! `KILN_DEVICE_DATA=DIR` reads the data from a copy instead of the paths compiled in
 //! (for a GPU machine that got the build by copy): `DIR/<model>/` holds the model's
-//! `meta.json` and `random_*.npy`, and `DIR/` its `<model>.weights.bin`.
+//! `meta.json` and `random_*.npy`, and `DIR/` its `<model>.weights.bin` (and a small
+//! model's CPU twin's `<model>_cpu.weights.bin`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -35,7 +36,7 @@ fn data_dir(m: &CudaModel) -> PathBuf {
     }
 }
 
-/// The weights file of `m` (the CPU module of a small model reads the same file).
+/// The weights file of `m`.
 fn weights_path(m: &CudaModel) -> PathBuf {
     let compiled = m.weights.unwrap_or_else(|| {
         panic!(
@@ -43,6 +44,16 @@ fn weights_path(m: &CudaModel) -> PathBuf {
             m.name
         )
     });
+    relocate(compiled)
+}
+
+/// The weights file of the CPU twin of the small model `m`.
+fn cpu_weights_path(m: &CudaModel) -> PathBuf {
+    relocate(m.cpu_weights.expect("a small model has a CPU twin"))
+}
+
+/// A compiled-in weights path, or the same file in `KILN_DEVICE_DATA`.
+fn relocate(compiled: &str) -> PathBuf {
     match relocated() {
         Some(dir) => dir.join(Path::new(compiled).file_name().expect("a file name")),
         None => PathBuf::from(compiled),
@@ -182,7 +193,7 @@ fn tiny_matches_cpu_target() {
     use kiln_cuda_check::generated::tiny_cpu;
     let m = small("tiny_cuda");
     let x = input(m.inputs[0].len(), 1);
-    let model = tiny_cpu::Model::load(concat!(env!("OUT_DIR"), "/tiny_cpu.weights.bin")).unwrap();
+    let model = tiny_cpu::Model::load(cpu_weights_path(m)).unwrap();
     let mut ctx = tiny_cpu::Context::new();
     let out = model.run(&mut ctx, tiny_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, out.prob, &x);
@@ -195,7 +206,7 @@ fn gemms_match_cpu_target() {
     use kiln_cuda_check::generated::gemms_cpu;
     let m = small("gemms_cuda");
     let x = input(m.inputs[0].len(), 3);
-    let model = gemms_cpu::Model::load(concat!(env!("OUT_DIR"), "/gemms_cpu.weights.bin")).unwrap();
+    let model = gemms_cpu::Model::load(cpu_weights_path(m)).unwrap();
     let mut ctx = gemms_cpu::Context::new();
     let out = model.run(&mut ctx, gemms_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, out.y, &x);
@@ -208,7 +219,7 @@ fn silu_matches_cpu_target() {
     use kiln_cuda_check::generated::silu_cpu;
     let m = small("silu_cuda");
     let x = input(m.inputs[0].len(), 4);
-    let model = silu_cpu::Model::load(concat!(env!("OUT_DIR"), "/silu_cpu.weights.bin")).unwrap();
+    let model = silu_cpu::Model::load(cpu_weights_path(m)).unwrap();
     let mut ctx = silu_cpu::Context::new();
     let out = model.run(&mut ctx, silu_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, out.y, &x);
@@ -220,9 +231,7 @@ fn kitchen_sink_matches_cpu_target() {
     use kiln_cuda_check::generated::kitchen_sink_cpu;
     let m = small("kitchen_sink_cuda");
     let x = input(m.inputs[0].len(), 2);
-    let model =
-        kitchen_sink_cpu::Model::load(concat!(env!("OUT_DIR"), "/kitchen_sink_cpu.weights.bin"))
-            .unwrap();
+    let model = kitchen_sink_cpu::Model::load(cpu_weights_path(m)).unwrap();
     let mut ctx = kitchen_sink_cpu::Context::new();
     let out = model
         .run(&mut ctx, kitchen_sink_cpu::Inputs { x: &x })

@@ -51,6 +51,11 @@ fn zoo_model(name: &str) {
     check_zoo_outputs(name, dir, &outs, "emulator");
 }
 
+/// The weights file of the CPU twin of the small model `m`.
+fn cpu_weights(m: &CudaModel) -> &'static str {
+    m.cpu_weights.expect("a small model has a CPU twin")
+}
+
 #[test]
 fn squeezenet() {
     zoo_model("squeezenet");
@@ -83,7 +88,7 @@ fn tiny_matches_cpu_target() {
     use kiln_cuda_check::generated::tiny_cpu;
     let m = small("tiny_cuda");
     let x = input(m.inputs[0].len(), 1);
-    let model = tiny_cpu::Model::load(concat!(env!("OUT_DIR"), "/tiny_cpu.weights.bin")).unwrap();
+    let model = tiny_cpu::Model::load(cpu_weights(m)).unwrap();
     let mut ctx = tiny_cpu::Context::new();
     let out = model.run(&mut ctx, tiny_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, vec![out.prob.to_vec()], &x);
@@ -100,7 +105,7 @@ fn silu_matches_cpu_target() {
         "both SiLUs rewritten, the second fused"
     );
     let x = input(m.inputs[0].len(), 4);
-    let model = silu_cpu::Model::load(concat!(env!("OUT_DIR"), "/silu_cpu.weights.bin")).unwrap();
+    let model = silu_cpu::Model::load(cpu_weights(m)).unwrap();
     let mut ctx = silu_cpu::Context::new();
     let out = model.run(&mut ctx, silu_cpu::Inputs { x: &x }).unwrap();
     against_cpu(m, vec![out.y.to_vec()], &x);
@@ -111,9 +116,7 @@ fn kitchen_sink_matches_cpu_target() {
     use kiln_cuda_check::generated::kitchen_sink_cpu;
     let m = small("kitchen_sink_cuda");
     let x = input(m.inputs[0].len(), 2);
-    let model =
-        kitchen_sink_cpu::Model::load(concat!(env!("OUT_DIR"), "/kitchen_sink_cpu.weights.bin"))
-            .unwrap();
+    let model = kitchen_sink_cpu::Model::load(cpu_weights(m)).unwrap();
     let mut ctx = kitchen_sink_cpu::Context::new();
     let out = model
         .run(&mut ctx, kitchen_sink_cpu::Inputs { x: &x })

@@ -442,17 +442,8 @@ fn bench_packed_matmul() {
     ] {
         let (a, b) = (&x[..m * k], &x[..k * n]);
         let packed = pack_b(k, n, b);
-        let p = Gemm {
-            m,
-            n,
-            k,
-            trans_a: false,
-            trans_b: false,
-            alpha: 1.0,
-            beta: 0.0,
-            c_strides: [0, 0],
-            activation: Activation::None,
-        };
+        // Without C, the plain product (gemm_params' beta has nothing to scale).
+        let p = crate::gemm::gemm_params(m, n, k);
         let faer = time(|| gemm(&p, a, b, None, &mut y[..m * n]));
         let pp = PackedMatMul { m, n, k };
         let ours = time(|| matmul_packed(&pp, a, &packed, &mut y[..m * n]));

@@ -14,7 +14,7 @@ use crate::dim::Dim;
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
 use crate::lower::{Kernel, Window2d, activation_param};
-use crate::tensor::{DType, Data, Tensor};
+use crate::tensor::{DType, Tensor};
 use crate::window;
 
 /// 2-D convolution with an optional fused activation (added by the fusion pass).
@@ -100,9 +100,7 @@ fn winograd_weights(cx: &mut LowerCx, p: &params::Conv2d) -> Option<crate::lower
     }
     let w = cx.opt_constant(1)?.as_f32();
     let u = kiln_runtime::kernels::winograd_weights(p.c_out, p.c_in, &w);
-    let name = format!("{}:winograd", cx.node.name);
-    let t = Tensor::new(vec![16, p.c_out, p.c_in], Data::F32(u));
-    Some(cx.weight(&name, &t))
+    Some(cx.derived_weight("winograd", vec![16, p.c_out, p.c_in], u))
 }
 
 /// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`: 2-D

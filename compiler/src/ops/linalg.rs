@@ -12,7 +12,7 @@ use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types, broadc
 use crate::dim::{Dim, fmt_dims};
 use crate::ir::Activation;
 use crate::lower::{Kernel, TypedCall, activation_param, broadcast_strides};
-use crate::tensor::{DType, Data, Scalar, Tensor};
+use crate::tensor::{DType, Scalar, Tensor};
 use crate::{dispatch_data, impl_as_any};
 
 /// `Y = alpha·op(A)·op(B) + beta·C`, with an activation the fusion pass may add.
@@ -236,10 +236,8 @@ fn packed_weights(
     let rows = a[..a.len() - 1].iter().product();
     let w = cx.opt_constant(1)?.as_f32();
     let packed = kiln_runtime::kernels::pack_b(k, n, &w);
-    let name = format!("{}:packed", cx.node.name);
-    let t = Tensor::new(vec![packed.len()], Data::F32(packed));
     let p = params::PackedMatMul { m: rows, n, k };
-    Some((p, cx.weight(&name, &t)))
+    Some((p, cx.derived_weight("packed", vec![packed.len()], packed)))
 }
 
 #[derive(Debug, Clone)]

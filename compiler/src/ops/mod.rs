@@ -579,6 +579,14 @@ impl<'a, 'g> LowerCx<'a, 'g> {
             .ok_or_else(|| format!("output {j} is missing"))
     }
 
+    /// A float32 weight this node's lowering derived from its constants at compile time
+    /// (Winograd-transformed or packed weights), named `NODE:what` in the blob.
+    pub fn derived_weight(&mut self, what: &str, shape: Vec<usize>, data: Vec<f32>) -> Operand {
+        let name = format!("{}:{what}", self.node.name);
+        let t = Tensor::new(shape, crate::tensor::Data::F32(data));
+        self.l.weight(&name, &t)
+    }
+
     /// Where input `i` lives (a weight is added to the blob on first use).
     pub fn operand(&mut self, i: usize) -> R<Operand> {
         let v = self

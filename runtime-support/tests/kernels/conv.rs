@@ -1,4 +1,4 @@
-use kiln_runtime::kernels::conv2d;
+use kiln_runtime::kernels::{conv2d, conv2d_residual};
 use kiln_runtime::params::{Activation, Conv2d};
 
 use crate::reference::{ACTIVATIONS, Rng, activation_ref, assert_close};
@@ -382,6 +382,73 @@ fn images_at_once() {
     let mut scratch = vec![f32::NAN; p.least_scratch_len()];
     conv2d(&p, &x, &w, None, &mut y, &mut scratch);
     assert_close(&y, &conv_ref(&p, &x, &w, None), TOL, "one image at a time");
+}
+
+/// `act(conv(x, w) + bias + r)` in f64: the reference for `conv2d_residual`.
+pub(crate) fn conv_residual_ref(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    r: &[f32],
+) -> Vec<f32> {
+    let plain = Conv2d {
+        activation: Activation::None,
+        ..*p
+    };
+    let y = conv_ref(&plain, x, w, bias);
+    y.iter()
+        .zip(r)
+        .map(|(&y, &r)| activation_ref(p.activation, (y as f64 + r as f64) as f32))
+        .collect()
+}
+
+/// `conv2d_residual` on every strategy `conv2d` has (pointwise, strided 1×1 and 3×3
+/// through im2col in one block and in several, grouped, images at once, and the
+/// direct and depthwise kernels, which add the residual after), with and without a
+/// bias, under activations applied in the output stage, in registers and over rows.
+#[test]
+fn residual() {
+    let cases = [
+        params(1, 8, [7, 7], 16, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 8, [20, 30], 5, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 8, [9, 9], 12, [1, 1], [2, 2], [1, 1], [0; 4], 1),
+        params(1, 40, [12, 13], 6, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(2, 4, [5, 6], 4, [3, 3], [2, 1], [1, 1], [1; 4], 2),
+        params(5, 6, [3, 4], 7, [2, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(1, 3, [17, 20], 16, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(1, 12, [9, 11], 12, [3, 3], [1, 1], [1, 1], [1; 4], 12),
+    ];
+    let activations = [Activation::None, Activation::Relu, Activation::Sigmoid];
+    for (i, base) in cases.into_iter().enumerate() {
+        for act in activations {
+            let p = Conv2d {
+                activation: act,
+                ..base
+            };
+            let mut rng = Rng::new(70 + i as u64);
+            let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+            let w = rng.vec(p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1]);
+            let b = rng.vec(p.c_out);
+            let r = rng.vec(p.n * p.c_out * p.h_out * p.w_out);
+            for bias in [Some(&b[..]), None] {
+                let mut y = vec![f32::NAN; r.len()];
+                let mut scratch = vec![f32::NAN; p.scratch_len()];
+                conv2d_residual(&p, &x, &w, bias, &r, &mut y, &mut scratch);
+                let want = conv_residual_ref(&p, &x, &w, bias, &r);
+                assert_close(&y, &want, TOL, &format!("{p:?} bias {}", bias.is_some()));
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "conv2d_residual: residual")]
+fn residual_of_another_shape_is_refused() {
+    let p = params(1, 2, [4, 4], 2, [1, 1], [1, 1], [1, 1], [0; 4], 1);
+    let (x, w) = (vec![0.0; 32], vec![0.0; 4]);
+    let mut y = vec![0.0; 32];
+    conv2d_residual(&p, &x, &w, None, &[0.0; 31], &mut y, &mut []);
 }
 
 #[test]

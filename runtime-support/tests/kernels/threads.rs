@@ -5,10 +5,10 @@
 //! has at least `MIN_WORK` (2^18) multiply-adds, so it is really shared.
 
 use kiln_runtime::Threads;
-use kiln_runtime::kernels::{conv2d, gemm, matmul_packed, pack_b, pool2d};
+use kiln_runtime::kernels::{conv2d, conv2d_residual, gemm, matmul_packed, pack_b, pool2d};
 use kiln_runtime::params::{Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind};
 
-use crate::conv::{conv_ref, params};
+use crate::conv::{conv_ref, conv_residual_ref, params};
 use crate::gemm::{gemm_params, gemm_ref};
 use crate::reference::{Rng, activation_ref, assert_bits_eq, assert_close};
 
@@ -87,6 +87,41 @@ fn conv2d_blocks_and_products_on_several_threads() {
             assert_close(&got, &want, TOL, &what);
             assert_bits_eq(&got, &one, &what);
         }
+    }
+}
+
+/// `conv2d_residual` where threads split the output stage: im2col blocks per thread,
+/// a pointwise product split by columns, one block split by rows, a strided 1×1.
+#[test]
+fn conv2d_residual_on_several_threads() {
+    let cases = [
+        params(1, 40, [56, 56], 32, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
+        params(1, 64, [28, 28], 96, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
+        params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
+    ];
+    for (i, base) in cases.into_iter().enumerate() {
+        let p = Conv2d {
+            activation: Activation::Relu,
+            ..base
+        };
+        let mut rng = Rng::new(90 + i as u64);
+        let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1]);
+        let bias = rng.vec(p.c_out);
+        let r = rng.vec(p.n * p.c_out * p.h_out * p.w_out);
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; r.len()];
+            let mut scratch = vec![f32::NAN; p.scratch_len()];
+            threads.install(|| conv2d_residual(&p, &x, &w, Some(&bias), &r, &mut y, &mut scratch));
+            y
+        };
+        let one = run(&Threads::default());
+        let want = conv_residual_ref(&p, &x, &w, Some(&bias), &r);
+        assert_close(&one, &want, TOL, &format!("{p:?} on 1 thread"));
+        let threads = Threads::new(2, p.scratch_len() * 4).unwrap();
+        let got = run(&threads);
+        assert_bits_eq(&got, &one, &format!("{p:?} on 2 threads"));
     }
 }
 

@@ -333,7 +333,7 @@ pub(crate) fn compile_fixed(
     if !graph.extents.is_empty() {
         return crate::dynamic::compile_over_ranges(bytes, source, name, opts);
     }
-    passes::run(&mut graph)?;
+    passes::run(&mut graph, lower_choices(opts))?;
     let mut program = lower::lower(&graph, &opts.unfolded, lower_choices(opts))?;
     if opts.target == Target::Cuda {
         check_cuda_kernels(&program, graph.opset)?;
@@ -409,7 +409,7 @@ pub(crate) fn codegen_options(
 pub(crate) fn lower_program(bytes: &[u8], opts: &Options) -> Result<Program, Error> {
     let mut model = load::parse_model(bytes)?;
     let mut graph = load_and_infer(&mut model, opts, infer::Symbols::Require)?;
-    passes::run(&mut graph)?;
+    passes::run(&mut graph, lower_choices(opts))?;
     lower::lower(&graph, &opts.unfolded, lower_choices(opts))
 }
 
@@ -418,6 +418,7 @@ fn lower_choices(opts: &Options) -> lower::Choices {
     lower::Choices {
         winograd: opts.winograd && opts.target == Target::Cpu,
         packed_weights: opts.target == Target::Cpu,
+        residual_adds: opts.target == Target::Cpu,
     }
 }
 

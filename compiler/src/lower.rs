@@ -50,6 +50,10 @@ pub enum Kernel {
     /// transformed at compile time (`kiln_runtime::kernels::winograd_weights`). CPU
     /// only: lowering chooses it where [`Choices::winograd`] allows.
     Winograd(params::Conv2d),
+    /// A convolution with the `Add` after it fused in (`kiln_runtime::kernels::
+    /// conv2d_residual`): operands X, W, the residual, then the bias if any. CPU only:
+    /// the fusion pass runs where [`Choices::residual_adds`] allows.
+    ResidualConv2d(params::Conv2d),
     Gemm(params::Gemm),
     MatMul(params::MatMul),
     /// A MatMul whose B is a constant matrix, packed at compile time into the panels
@@ -222,6 +226,9 @@ pub struct Choices {
     pub winograd: bool,
     /// MatMuls by a constant matrix lower to [`Kernel::PackedMatMul`].
     pub packed_weights: bool,
+    /// A 1×1 convolution's `Add` of a same-shaped tensor fuses into it
+    /// ([`Kernel::ResidualConv2d`], `passes::fuse_residual_adds`).
+    pub residual_adds: bool,
 }
 
 /// Lowers an inferred, optimised graph. `vary` names the values a build over declared

@@ -7,14 +7,15 @@ use kiln_runtime::typed::params::{BinaryOp, UnaryOp};
 
 use crate::error::Error;
 use crate::ir::*;
+use crate::lower::Choices;
 use crate::ops::conv::Conv;
-use crate::ops::elementwise::{Binary, Clip, Unary};
+use crate::ops::elementwise::{Binary, Clip, Unary, Variadic};
 use crate::ops::linalg::Gemm;
 use crate::ops::norm::{BatchNormalization, ChannelAffine};
 use crate::ops::shape::View;
 
-/// Runs every pass in order.
-pub fn run(graph: &mut Graph) -> Result<(), Error> {
+/// Runs every pass in order; `choices` says which fusions the target's kernels take.
+pub fn run(graph: &mut Graph, choices: Choices) -> Result<(), Error> {
     drop_folded(graph);
     remove_identities(graph);
     fold_batchnorm_into_conv(graph);
@@ -22,6 +23,9 @@ pub fn run(graph: &mut Graph) -> Result<(), Error> {
     fold_channel_ops(graph);
     hard_swish_patterns(graph);
     swish_patterns(graph);
+    if choices.residual_adds {
+        fuse_residual_adds(graph);
+    }
     fuse_activations(graph);
     eliminate_dead_nodes(graph);
     Ok(())
@@ -334,6 +338,80 @@ fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
     } else {
         false
     }
+}
+
+/// `Add(Conv(x), r)` (or a two-input `Sum`) → one `Conv` with `r` as its residual
+/// input (`Conv::residual`), so a following activation fuses too and ResNet's
+/// `Conv → Sum → Relu` is one kernel call. Taken where the convolution is float32, 1×1
+/// (whose output stage adds the residual while each row is in cache), one group, has
+/// no activation yet and only the Add reads it, and `r` has exactly its output's shape.
+/// The fused node takes the Add's place in the order: `r` may be computed after the
+/// convolution.
+pub fn fuse_residual_adds(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        let Some((conv_index, residual)) = residual_add_at(graph, i) else {
+            i += 1;
+            continue;
+        };
+        let conv_node = graph.nodes.remove(conv_index);
+        let add_index = i - 1;
+        let conv = conv_node.op.downcast::<Conv>().expect("checked").clone();
+        let mut inputs = conv_node.inputs.clone();
+        inputs.resize(3, None);
+        inputs.push(Some(residual));
+        let add = &mut graph.nodes[add_index];
+        add.op = Arc::new(Conv {
+            residual: true,
+            ..conv
+        });
+        add.inputs = inputs;
+        add.name = conv_node.name;
+        // The Add's output stays; the convolution's is no longer written.
+    }
+}
+
+/// Whether node `add` adds the output of a convolution [`fuse_residual_adds`] takes
+/// to a same-shaped tensor: the convolution's index and the other operand.
+fn residual_add_at(graph: &Graph, add: usize) -> Option<(usize, ValueId)> {
+    let node = &graph.nodes[add];
+    let adds = node
+        .op
+        .downcast::<Binary>()
+        .is_some_and(|b| b.op == BinaryOp::Add)
+        || node
+            .op
+            .downcast::<Variadic>()
+            .is_some_and(|v| v.op == BinaryOp::Add && !v.mean);
+    if !adds || node.inputs.len() != 2 {
+        return None;
+    }
+    let (a, b) = (node.input(0)?, node.input(1)?);
+    for (c, r) in [(a, b), (b, a)] {
+        let Some(p) = graph.nodes.iter().position(|n| n.outputs.first() == Some(&c)) else {
+            continue;
+        };
+        let conv = &graph.nodes[p];
+        let Some(op) = plain_conv(conv).filter(|op| !op.residual && op.group == 1) else {
+            continue;
+        };
+        let (out, res) = (graph.value(c), graph.value(r));
+        let one_by_one = conv
+            .input(1)
+            .and_then(|w| graph.value(w).shape.as_deref())
+            .is_some_and(|w| w.len() == 4 && w[2..] == [1, 1]);
+        let fits = out.dtype == DType::F32
+            && res.dtype == DType::F32
+            && out.shape.as_ref().is_some_and(|s| s.len() == 4)
+            && out.shape == res.shape
+            && graph.value(node.outputs[0]).shape == out.shape;
+        if one_by_one && fits && conv.outputs.len() == 1 && sole_consumer(graph, c) == Some(add)
+        {
+            debug_assert!(p < add && op.activation.is_none());
+            return Some((p, r));
+        }
+    }
+    None
 }
 
 /// Fuses an activation into the Conv, Gemm or ChannelAffine that is its only input.

@@ -343,6 +343,22 @@ impl<'a> Emitter<'a> {
                 };
                 quote!(#rt::kernels::#kernel(&#pt, #x, #w, #bias, out, #scratch);)
             }
+            Kernel::ResidualConv2d(p) => {
+                let pt = tokens::conv2d(rt, p);
+                let (x, w, r) = (a(0), a(1), a(2));
+                let bias = if args.len() > 3 {
+                    let b = a(3);
+                    quote!(Some(#b))
+                } else {
+                    quote!(None)
+                };
+                let scratch = if s.scratch.is_some() {
+                    quote!(scratch)
+                } else {
+                    quote!(&mut [])
+                };
+                quote!(#rt::kernels::conv2d_residual(&#pt, #x, #w, #bias, #r, out, #scratch);)
+            }
             Kernel::Gemm(p) => {
                 let pt = tokens::gemm(rt, p);
                 let (x, w) = (a(0), a(1));
@@ -869,7 +885,7 @@ fn in_place_call(
 /// these programs.
 pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Program>) -> usize {
     let conv_scratch = |s: &Step| match &s.kernel {
-        Kernel::Conv2d(c) => c.scratch_len() * 4,
+        Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => c.scratch_len() * 4,
         Kernel::Winograd(c) => c.winograd_scratch_len() * 4,
         _ => 0,
     };

@@ -23,6 +23,9 @@ pub struct Conv {
     pub window: Window,
     pub group: usize,
     pub activation: Option<Activation>,
+    /// The `Add` after the convolution fused in (`passes::fuse_residual_adds`): input 3
+    /// is a tensor of the output's shape, added before the activation.
+    pub residual: bool,
 }
 
 impl Operator for Conv {
@@ -40,13 +43,17 @@ impl Operator for Conv {
         Ok(vec![Fact::new(d, out)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
-        if tuned(cx.dtype(0)?, cx.dims(0)?.len()) || cx.constants().is_none() {
+        if self.residual || tuned(cx.dtype(0)?, cx.dims(0)?.len()) || cx.constants().is_none() {
             return Ok(None);
         }
         conv_nd::eval_conv(&self.window, self.group, self.activation, cx, outs)
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
-        if !tuned(cx.dtype(0)?, cx.dims(0)?.len()) {
+        let tuned = tuned(cx.dtype(0)?, cx.dims(0)?.len());
+        if self.residual && !tuned {
+            return Err("a fused residual needs float32 NCHW (the fusion pass checks)".into());
+        }
+        if !tuned {
             return conv_nd::lower_conv(&self.window, self.group, self.activation, cx);
         }
         let (x_shape, w_shape) = (cx.shape(0)?, cx.shape(1)?);
@@ -72,6 +79,16 @@ impl Operator for Conv {
             group: self.group,
             activation: activation_param(self.activation),
         };
+        if self.residual {
+            // Operands: X, W, the residual, then the bias if there is one.
+            let mut inputs = vec![cx.operand(0)?, cx.operand(1)?, cx.operand(3)?];
+            if cx.opt(2).is_some() {
+                inputs.push(cx.operand(2)?);
+            }
+            let out = cx.output(0)?;
+            cx.step_with_scratch(Kernel::ResidualConv2d(p), inputs, out, p.scratch_len());
+            return Ok(());
+        }
         if let Some(u) = winograd_weights(cx, &p) {
             let mut inputs = vec![cx.operand(0)?, u];
             if cx.opt(2).is_some() {
@@ -281,6 +298,7 @@ pub const OPS: &[OpDef] = &[
                 window: cx.attrs.window()?,
                 group: cx.attrs.positive("group", Some(1))?,
                 activation: None,
+                residual: false,
             }))
         },
     },

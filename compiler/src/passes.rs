@@ -388,7 +388,11 @@ fn residual_add_at(graph: &Graph, add: usize) -> Option<(usize, ValueId)> {
     }
     let (a, b) = (node.input(0)?, node.input(1)?);
     for (c, r) in [(a, b), (b, a)] {
-        let Some(p) = graph.nodes.iter().position(|n| n.outputs.first() == Some(&c)) else {
+        let Some(p) = graph
+            .nodes
+            .iter()
+            .position(|n| n.outputs.first() == Some(&c))
+        else {
             continue;
         };
         let conv = &graph.nodes[p];
@@ -405,8 +409,7 @@ fn residual_add_at(graph: &Graph, add: usize) -> Option<(usize, ValueId)> {
             && out.shape.as_ref().is_some_and(|s| s.len() == 4)
             && out.shape == res.shape
             && graph.value(node.outputs[0]).shape == out.shape;
-        if one_by_one && fits && conv.outputs.len() == 1 && sole_consumer(graph, c) == Some(add)
-        {
+        if one_by_one && fits && conv.outputs.len() == 1 && sole_consumer(graph, c) == Some(add) {
             debug_assert!(p < add && op.activation.is_none());
             return Some((p, r));
         }

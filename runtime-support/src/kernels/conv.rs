@@ -26,7 +26,7 @@
 use std::ops::Range;
 
 use super::elementwise::{bias_activate, gather, residual_bias_activate};
-use super::gemm::{self, Operand, Split, sgemm};
+use super::gemm::{self, Operand, Split};
 use super::simd::vectorize;
 use super::window::Window;
 use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d};
@@ -158,17 +158,11 @@ fn conv(
             let yg = &mut y[g * c_out_g * plane_out..][..c_out_g * plane_out];
             let bias_g = bias.map(|b| &b[g * c_out_g..][..c_out_g]);
             let residual_g = residual.map(|r| &r[g * c_out_g * plane_out..][..c_out_g * plane_out]);
-            // Row `c` of the output stage: `act(row + bias + residual)` over the
-            // output positions `cols` of channel `c`.
-            let finish = |c: usize, cols: Range<usize>, row: &mut [f32]| {
+            // What the output stage adds to channel `c` at output positions `cols`:
+            // its bias, and its residual there.
+            let stage = |c: usize, cols: Range<usize>| {
                 let channel_bias = bias_g.map_or(0.0, |b| b[c]);
-                match residual_g {
-                    Some(r) => {
-                        let r = &r[c * plane_out..][cols];
-                        residual_bias_activate(p.activation, channel_bias, r, row);
-                    }
-                    None => bias_activate(p.activation, channel_bias, row),
-                }
+                (channel_bias, residual_g.map(|r| &r[c * plane_out..][cols]))
             };
             let lhs = Operand::rows(wg, k_len).view(c_out_g, k_len);
             // Y[:, cols] = act(W_g · unfolded + bias), where `unfolded` holds the
@@ -181,21 +175,43 @@ fn conv(
                 vectorize!({
                     for (c, row) in out.row_iter_mut().enumerate() {
                         let row = row.try_as_row_major_mut().expect("rows are contiguous");
-                        finish(c, cols.clone(), row.as_slice_mut());
+                        let (b, r) = stage(c, cols.clone());
+                        finish_row(p.activation, b, r, row.as_slice_mut());
                     }
                 });
             };
             if p.is_pointwise() {
-                // One product over the whole plane, which `sgemm` shares among threads.
-                let (lhs, rhs) = (Operand::rows(wg, k_len), Operand::rows(xg, plane_out));
-                sgemm(
-                    c_out_g, plane_out, k_len, 1.0, lhs, rhs, yg, plane_out, false,
-                );
-                vectorize!({
-                    for (c, row) in yg.chunks_exact_mut(plane_out).enumerate() {
-                        finish(c, 0..plane_out, row);
+                // The input as it lies is the product's right operand. Products of
+                // bands of columns, each finished (bias, residual, activation) while
+                // its output is in L2: a whole plane's product left the output stage
+                // a pass over memory (ResNet's 64→256 at 56×56 writes 3.2 MB).
+                let rhs = Operand::rows(xg, plane_out).view(k_len, plane_out);
+                let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
+                let bands = pointwise_bands(plane_out, c_out_g);
+                let band = |(cols, mut out): (Range<usize>, faer::MatMut<'_, f32>), shared| {
+                    let rhs = rhs.subcols(cols.start, cols.len());
+                    if shared {
+                        gemm::product_shared(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
+                    } else {
+                        gemm::product(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
                     }
-                });
+                    vectorize!({
+                        for (c, row) in out.row_iter_mut().enumerate() {
+                            let row = row.try_as_row_major_mut().expect("rows are contiguous");
+                            let (b, r) = stage(c, cols.clone());
+                            finish_row(p.activation, b, r, row.as_slice_mut());
+                        }
+                    });
+                };
+                // Fewer bands than threads (a late 7×7 stage is one): each band's
+                // product is shared instead. Either way every element is one product's,
+                // summed in the same order whatever the thread count.
+                if bands.clone().count() < threads::current() {
+                    Split::new(yg, false, bands).for_each(|part| band(part, true));
+                } else {
+                    let macs = c_out_g * plane_out * k_len;
+                    threads::for_each(Split::new(yg, false, bands), macs, |part| band(part, false));
+                }
                 continue;
             }
             // Blocks of output positions are independent: with worker threads, each
@@ -286,17 +302,39 @@ fn images_at_once(
                 for (i, (from, image)) in row.chunks_exact(plane_out).zip(planes).enumerate() {
                     let dst = &mut image[c * plane_out..][..plane_out];
                     dst.copy_from_slice(from);
-                    match residual {
-                        Some(r) => {
-                            let r = &r[(i * p.c_out + c) * plane_out..][..plane_out];
-                            residual_bias_activate(p.activation, channel_bias, r, dst);
-                        }
-                        None => bias_activate(p.activation, channel_bias, dst),
-                    }
+                    let r = residual.map(|r| &r[(i * p.c_out + c) * plane_out..][..plane_out]);
+                    finish_row(p.activation, channel_bias, r, dst);
                 }
             }
         });
     });
+}
+
+/// The output stage of one row of a product: `act(row + bias)`, with the residual
+/// added first where there is one. Called inside `vectorize!`, inlined into it.
+#[inline(always)]
+fn finish_row(act: Activation, bias: f32, residual: Option<&[f32]>, row: &mut [f32]) {
+    match residual {
+        Some(r) => residual_bias_activate(act, bias, r, row),
+        None => bias_activate(act, bias, row),
+    }
+}
+
+/// Bands of a pointwise layer's `positions` whose output (`c_out` rows) stays within
+/// about 384 KiB (in L2 with its input and residual bands), in whole multiples of
+/// faer's 24-column AVX2 micro-tile, a remainder joining the last band.
+fn pointwise_bands(positions: usize, c_out: usize) -> impl Iterator<Item = Range<usize>> + Clone {
+    const OUTPUT_FLOATS: usize = 192 * 1024;
+    let width = (OUTPUT_FLOATS / c_out.max(1) / 24 * 24).max(48);
+    let full = (positions / width).max(1);
+    (0..full).map(move |i| {
+        let end = if i + 1 == full {
+            positions
+        } else {
+            (i + 1) * width
+        };
+        i * width..end
+    })
 }
 
 /// Output positions per block on this CPU (see the module documentation).

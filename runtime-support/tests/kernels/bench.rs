@@ -493,7 +493,9 @@ fn bench_resnet50_network() {
             &mut scratch[..s],
         );
     };
-    let t = time(|| {
+    // The shortcut as separate Add and Relu calls, as the graph has them, or fused into
+    // the block's last convolution (`conv2d_residual`), as the compiler emits it.
+    let mut forward = |fused: bool| {
         let convs = resnet50_convs();
         let mut layers = convs.iter();
         let mut next = || *layers.next().unwrap();
@@ -518,7 +520,6 @@ fn bench_resnet50_network() {
                 let (p1, p2, p3) = (next(), next(), next());
                 run_conv(&p1, &a, &mut b, &mut scratch);
                 run_conv(&p2, &b, &mut c, &mut scratch);
-                run_conv(&p3, &c, &mut b, &mut scratch);
                 let len = p3.c_out * p3.h_out * p3.w_out;
                 if blk == 0 {
                     let down = next();
@@ -527,6 +528,25 @@ fn bench_resnet50_network() {
                     d[..len].copy_from_slice(&a[..len]);
                 }
                 let _ = stage;
+                if fused {
+                    let p3 = Conv2d {
+                        activation: Activation::Relu,
+                        ..p3
+                    };
+                    let wl = p3.c_out * p3.c_in;
+                    let xl = p3.c_in * p3.h_in * p3.w_in;
+                    conv2d_residual(
+                        &p3,
+                        &c[..xl],
+                        &w[..wl],
+                        Some(&bias[..p3.c_out]),
+                        &d[..len],
+                        &mut a[..len],
+                        &mut scratch[..p3.scratch_len()],
+                    );
+                    continue;
+                }
+                run_conv(&p3, &c, &mut b, &mut scratch);
                 let mut shape = [1; MAX_RANK];
                 shape[0] = len;
                 let same = Broadcast {
@@ -565,8 +585,14 @@ fn bench_resnet50_network() {
             Some(&bias[..1000]),
             &mut logits,
         );
-    });
-    println!("ResNet-50 forward, batch 1: {:.2} ms", t * 1e3);
+    };
+    let separate = time(|| forward(false));
+    let fused = time(|| forward(true));
+    println!(
+        "ResNet-50 forward, batch 1: {:.2} ms with separate Add and Relu, {:.2} ms fused",
+        separate * 1e3,
+        fused * 1e3
+    );
 }
 
 /// LRN at AlexNet's two shapes (`cargo test ... -- --ignored --nocapture bench_lrn`).

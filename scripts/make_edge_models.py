@@ -220,6 +220,58 @@ def small_cnn():
     )
 
 
+def residual_adds():
+    """Adds of a 1x1 convolution's output and a same-shaped tensor, which the CPU
+    target fuses into the convolution: with a bias and a Relu after, the residual
+    computed after the convolution; as a two-input Sum with the residual first and no
+    activation; at stride 2. Beside them, adds it must leave alone: a broadcast
+    [1, C, 1, 1] operand, and a convolution whose output is also a graph output."""
+    g = rng_for("residual_adds", 9)
+
+    def w(*shape):
+        return init_array(g, shape)
+
+    inits = [
+        init("w1", w(16, 8, 1, 1)),
+        init("b1", w(16)),
+        init("w2", w(16, 8, 3, 3)),
+        init("w3", w(16, 16, 1, 1)),
+        init("w4", w(16, 8, 1, 1)),
+        init("w5", w(16, 8, 1, 1)),
+        init("b5", w(16)),
+        init("cb", w(1, 16, 1, 1)),
+        init("w6", w(16, 8, 1, 1)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+        helper.make_node("Conv", ["x", "w2"], ["r1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "r1"], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["y1"]),
+        helper.make_node("Conv", ["y1", "w3"], ["c2"]),
+        helper.make_node("Sum", ["y1", "c2"], ["out_sum"]),
+        helper.make_node("Conv", ["x", "w4"], ["c3"], strides=[2, 2]),
+        helper.make_node("MaxPool", ["y1"], ["r3"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Add", ["r3", "c3"], ["s3"]),
+        helper.make_node("Relu", ["s3"], ["out_strided"]),
+        helper.make_node("Conv", ["x", "w5", "b5"], ["c4"]),
+        helper.make_node("Add", ["c4", "cb"], ["out_broadcast"]),
+        helper.make_node("Conv", ["x", "w6"], ["c5"]),
+        helper.make_node("Add", ["c5", "r1"], ["out_shared"]),
+    ]
+    outputs = [
+        vi("out_sum", F, [1, 16, 6, 6]),
+        vi("out_strided", F, [1, 16, 3, 3]),
+        vi("out_broadcast", F, [1, 16, 6, 6]),
+        vi("out_shared", F, [1, 16, 6, 6]),
+        vi("c5", F, [1, 16, 6, 6]),
+    ]
+    return model_of(nodes, [vi("x", F, [1, 8, 6, 6])], outputs, inits)
+
+
+def init_array(g: np.random.Generator, shape) -> np.ndarray:
+    return (g.standard_normal(shape) * 0.3).astype(np.float32)
+
+
 I64 = TensorProto.INT64
 
 
@@ -339,6 +391,7 @@ EDGE = {
         single_node,
         many_outputs,
         small_cnn,
+        residual_adds,
         nms_postprocess,
         nonzero_gather,
         nonzero_empty,

@@ -94,3 +94,83 @@ fn swish_patterns_fuse_into_the_convolution() {
         .output("y");
     assert_eq!(steps(other), ["Conv", "Sigmoid", "Mul"]);
 }
+
+/// `Add(Conv1x1(x), r)` and a two-input `Sum` fuse into the convolution on the CPU
+/// (`Kernel::ResidualConv2d`), the Relu after them too, also where `r` is computed after
+/// the convolution; a 3×3 convolution's add, a broadcast operand, and a convolution
+/// whose output is also read elsewhere stay apart. CUDA (no such kernel) fuses none.
+#[test]
+fn residual_adds_fuse_into_one_by_one_convolutions_on_the_cpu() {
+    use kiln_compiler::lower::Kernel;
+    let w = |n: usize| (0..n).map(|i| (i as f32 - 20.0) / 50.0).collect::<Vec<_>>();
+    let model = |tail: &dyn Fn(Model) -> Model| {
+        let m = Model::new(13)
+            .input("x", &[1, 4, 5, 5])
+            .init("w1", &[6, 4, 1, 1], w(24))
+            .init("w3", &[6, 4, 3, 3], w(216));
+        tail(m).bytes()
+    };
+    let kinds = |bytes: &[u8], opts: &Options| -> Vec<String> {
+        let c = compile_bytes(bytes, "t.onnx", "t", opts).expect("compiles");
+        c.program
+            .steps
+            .iter()
+            .map(|s| match s.kernel {
+                Kernel::ResidualConv2d(_) => "Conv+residual".to_string(),
+                _ => s.op_type.to_string(),
+            })
+            .collect()
+    };
+    let cpu = Options::default();
+    let fused = model(&|m| {
+        m.node(Node::new("Conv", &["x", "w1"], &["c"]))
+            .node(Node::new("Conv", &["x", "w3"], &["r"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Add", &["c", "r"], &["s"]))
+            .node(Node::new("Relu", &["s"], &["y"]))
+            .output("y")
+    });
+    assert_eq!(kinds(&fused, &cpu), ["Conv", "Conv+residual"]);
+    let cuda = Options {
+        target: kiln_compiler::Target::Cuda,
+        ..Options::default()
+    };
+    assert_eq!(kinds(&fused, &cuda), ["Conv", "Conv", "Add", "Relu"]);
+    let sum = model(&|m| {
+        m.node(Node::new("Conv", &["x", "w3"], &["r"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Conv", &["x", "w1"], &["c"]))
+            .node(Node::new("Sum", &["r", "c"], &["y"]))
+            .output("y")
+    });
+    assert_eq!(kinds(&sum, &cpu), ["Conv", "Conv+residual"]);
+    // Either operand may be the convolution: the 1×1 one takes the 3×3 one's output.
+    let either = model(&|m| {
+        m.node(Node::new("Conv", &["x", "w1"], &["r"]))
+            .node(Node::new("Conv", &["x", "w3"], &["c"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Add", &["c", "r"], &["y"]))
+            .output("y")
+    });
+    assert_eq!(kinds(&either, &cpu), ["Conv", "Conv+residual"]);
+    let three_by_three = model(&|m| {
+        m.node(Node::new("Conv", &["x", "w3"], &["r"]).ints("pads", &[0, 0, 2, 2]))
+            .node(Node::new("Conv", &["x", "w3"], &["c"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Add", &["c", "r"], &["y"]))
+            .output("y")
+    });
+    assert_eq!(kinds(&three_by_three, &cpu), ["Conv", "Conv", "Add"]);
+    // Broadcast from an input (a constant one folds into the bias instead).
+    let broadcast = model(&|m| {
+        m.input("b", &[1, 6, 1, 1])
+            .node(Node::new("Conv", &["x", "w1"], &["c"]))
+            .node(Node::new("Add", &["c", "b"], &["y"]))
+            .output("y")
+    });
+    assert_eq!(kinds(&broadcast, &cpu), ["Conv", "Add"]);
+    let shared = model(&|m| {
+        m.node(Node::new("Conv", &["x", "w1"], &["c"]))
+            .node(Node::new("Conv", &["x", "w3"], &["r"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Add", &["c", "r"], &["y"]))
+            .output("y")
+            .output("c")
+    });
+    assert_eq!(kinds(&shared, &cpu), ["Conv", "Conv", "Add"]);
+}

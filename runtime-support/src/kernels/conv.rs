@@ -1,10 +1,12 @@
 //! 2-D convolution (NCHW input, OIHW weights), in four strategies:
 //!
 //! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
-//!   `X[c_in/g, H*W]`, so it is one GEMM `Y = W · X` on the input as it lies;
+//!   `X[c_in/g, H*W]`, so it is a GEMM `Y = W · X` on the input as it lies, in
+//!   bands of columns whose output stage runs while the band is in L2;
 //! - **depthwise** (one input and one output channel per group): direct, in explicit
 //!   SIMD over blocks of 8 channels interleaved (`depthwise.rs`);
-//! - **direct** (3×3, one group, few input channels: [`Conv2d::direct_applies`]):
+//! - **direct** (3×3 with few input channels, or a 7×7 stride-2 image stem, one group:
+//!   [`Conv2d::direct_applies`]):
 //!   output channels as the vector lanes (`direct.rs`);
 //! - **everything else**: for each image, group and block of output positions,
 //!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per

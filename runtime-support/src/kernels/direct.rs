@@ -1,6 +1,6 @@
 //! Direct convolution of one group ([`Conv2d::direct_applies`]): the layers im2col
 //! serves worst, whose unfolding costs as much as their product (few input channels,
-//! stride 2).
+//! stride 2, an image stem's 7×7 window over 3 channels).
 //!
 //! Output channels go in blocks of [`DEPTHWISE_BLOCK`] as the vector lanes, and
 //! positions in tiles of eight, as in the depthwise kernel: each tap of a tile is one
@@ -166,13 +166,15 @@ struct Block<'a> {
 }
 
 /// Output row `oh` of the block into `out_row` as `[position][channel]`, in whole
-/// tiles, with the 3×3 windows' sizes and strides as constants (as in the depthwise
-/// kernel, so that a tap's loads are fixed offsets and the tap loops unroll).
+/// tiles, with the windows' sizes and strides as constants (3×3, and the stems' 7×7 at
+/// stride 2), as in the depthwise kernel, so that a tap's loads are fixed offsets and
+/// the tap loops unroll.
 #[inline(always)]
 fn output_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f32]) {
     match (b.p.kernel, b.p.stride[1], b.p.dilation) {
         ([3, 3], 1, [1, 1]) => output_row_with(s, b, oh, out_row, [3, 3], 1, [1, 1]),
         ([3, 3], 2, [1, 1]) => output_row_with(s, b, oh, out_row, [3, 3], 2, [1, 1]),
+        ([7, 7], 2, [1, 1]) => output_row_with(s, b, oh, out_row, [7, 7], 2, [1, 1]),
         (kernel, sw, dilation) => output_row_with(s, b, oh, out_row, kernel, sw, dilation),
     }
 }

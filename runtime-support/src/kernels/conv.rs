@@ -167,6 +167,16 @@ fn conv(
                 (channel_bias, residual_g.map(|r| &r[c * plane_out..][cols]))
             };
             let lhs = Operand::rows(wg, k_len).view(c_out_g, k_len);
+            // The output stage of a product's block `out`, output positions `cols`.
+            let finish = |cols: Range<usize>, mut out: faer::MatMut<'_, f32>| {
+                vectorize!({
+                    for (c, row) in out.as_mut().row_iter_mut().enumerate() {
+                        let row = row.try_as_row_major_mut().expect("rows are contiguous");
+                        let (b, r) = stage(c, cols.clone());
+                        finish_row(p.activation, b, r, row.as_slice_mut());
+                    }
+                });
+            };
             // Y[:, cols] = act(W_g · unfolded + bias), where `unfolded` holds the
             // input of positions `cols` (one row per (ci, ki, kj), one column each).
             let product = |cols: Range<usize>, out: faer::MatMut<'_, f32>, unfolded: &[f32]| {
@@ -174,13 +184,7 @@ fn conv(
                 let mut out = out;
                 // Inside a part of `for_each_with_scratch` this is one thread's product.
                 gemm::product_shared(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
-                vectorize!({
-                    for (c, row) in out.row_iter_mut().enumerate() {
-                        let row = row.try_as_row_major_mut().expect("rows are contiguous");
-                        let (b, r) = stage(c, cols.clone());
-                        finish_row(p.activation, b, r, row.as_slice_mut());
-                    }
-                });
+                finish(cols, out);
             };
             if p.is_pointwise() {
                 // The input as it lies is the product's right operand. Products of
@@ -197,13 +201,7 @@ fn conv(
                     } else {
                         gemm::product(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
                     }
-                    vectorize!({
-                        for (c, row) in out.row_iter_mut().enumerate() {
-                            let row = row.try_as_row_major_mut().expect("rows are contiguous");
-                            let (b, r) = stage(c, cols.clone());
-                            finish_row(p.activation, b, r, row.as_slice_mut());
-                        }
-                    });
+                    finish(cols, out);
                 };
                 // Fewer bands than threads (a late 7×7 stage is one): each band's
                 // product is shared instead. Either way every element is one product's,

@@ -59,7 +59,7 @@ pub fn conv2d(
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
-    conv(p, x, w, bias, None, y, scratch);
+    conv(p, x, w, bias, Residual::None, y, scratch);
 }
 
 /// [`conv2d`] with a residual `r` (shaped as `y`) added before the activation:
@@ -82,24 +82,61 @@ pub fn conv2d_residual(
             activation: Activation::None,
             ..*p
         };
-        conv(&plain, x, w, bias, None, y, scratch);
+        conv(&plain, x, w, bias, Residual::None, y, scratch);
         let act = p.activation;
         return vectorize!({ residual_bias_activate(act, 0.0, residual, y) });
     }
-    conv(p, x, w, bias, Some(residual), y, scratch);
+    conv(p, x, w, bias, Residual::Apart(residual), y, scratch);
 }
 
-/// [`conv2d`] and [`conv2d_residual`]; `residual`, where given, is `y`'s shape and the
-/// strategy is pointwise or im2col.
+/// [`conv2d_residual`] with the residual in `y`, overwritten by the result: the
+/// products accumulate onto it (the planner puts a fused convolution's output over its
+/// residual where the residual dies there, as the separate in-place `Add` did). For
+/// the pointwise and im2col strategies only, which every 1×1 layer of one group takes.
+pub fn conv2d_residual_inplace(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    assert!(
+        !p.is_depthwise() && !p.direct_applies(),
+        "conv2d_residual_inplace: a pointwise or im2col layer, not {p:?}"
+    );
+    conv(p, x, w, bias, Residual::InOutput, y, scratch);
+}
+
+/// Where a convolution's residual is, if it has one.
+#[derive(Clone, Copy)]
+enum Residual<'a> {
+    None,
+    /// A tensor of `y`'s shape apart from it.
+    Apart(&'a [f32]),
+    /// In `y` itself: products accumulate onto it.
+    InOutput,
+}
+
+/// [`conv2d`], [`conv2d_residual`] and [`conv2d_residual_inplace`]; a residual comes
+/// only with the pointwise and im2col strategies.
 fn conv(
     p: &Conv2d,
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
-    residual: Option<&[f32]>,
+    residual: Residual<'_>,
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
+    let accum = match residual {
+        Residual::InOutput => faer::Accum::Add,
+        _ => faer::Accum::Replace,
+    };
+    let residual = match residual {
+        Residual::Apart(r) => Some(r),
+        _ => None,
+    };
     assert!(
         p.group > 0 && p.c_in.is_multiple_of(p.group) && p.c_out.is_multiple_of(p.group),
         "conv2d: {p:?}"
@@ -146,7 +183,7 @@ fn conv(
         && scratch.len() >= images_len
     {
         let scratch = &mut scratch[..images_len];
-        return images_at_once(p, &win, images, x, w, bias, residual, y, scratch);
+        return images_at_once(p, &win, images, x, w, bias, residual, accum, y, scratch);
     }
     let scratch = &mut scratch[..needed];
     let block = block_cols(plane_out);
@@ -183,7 +220,7 @@ fn conv(
                 let rhs = Operand::rows(unfolded, cols.len()).view(k_len, cols.len());
                 let mut out = out;
                 // Inside a part of `for_each_with_scratch` this is one thread's product.
-                gemm::product_shared(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
+                gemm::product_shared(out.as_mut(), accum, lhs, rhs, 1.0);
                 finish(cols, out);
             };
             if p.is_pointwise() {
@@ -197,9 +234,9 @@ fn conv(
                 let band = |(cols, mut out): (Range<usize>, faer::MatMut<'_, f32>), shared| {
                     let rhs = rhs.subcols(cols.start, cols.len());
                     if shared {
-                        gemm::product_shared(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
+                        gemm::product_shared(out.as_mut(), accum, lhs, rhs, 1.0);
                     } else {
-                        gemm::product(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
+                        gemm::product(out.as_mut(), accum, lhs, rhs, 1.0);
                     }
                     finish(cols, out);
                 };
@@ -272,6 +309,7 @@ fn images_at_once(
     w: &[f32],
     bias: Option<&[f32]>,
     residual: Option<&[f32]>,
+    accum: faer::Accum,
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
@@ -301,7 +339,10 @@ fn images_at_once(
                 let planes = y.chunks_exact_mut(p.c_out * plane_out);
                 for (i, (from, image)) in row.chunks_exact(plane_out).zip(planes).enumerate() {
                     let dst = &mut image[c * plane_out..][..plane_out];
-                    dst.copy_from_slice(from);
+                    match accum {
+                        faer::Accum::Add => dst.iter_mut().zip(from).for_each(|(d, f)| *d += f),
+                        faer::Accum::Replace => dst.copy_from_slice(from),
+                    }
                     let r = residual.map(|r| &r[(i * p.c_out + c) * plane_out..][..plane_out]);
                     finish_row(p.activation, channel_bias, r, dst);
                 }

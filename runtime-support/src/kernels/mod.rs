@@ -38,7 +38,7 @@ mod window;
 mod winograd;
 
 pub use affine::{channel_affine, channel_affine_inplace};
-pub use conv::{conv2d, conv2d_residual};
+pub use conv::{conv2d, conv2d_residual, conv2d_residual_inplace};
 pub use conv_transpose::conv_transpose_rows;
 pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
 pub use gemm::{gemm, matmul};

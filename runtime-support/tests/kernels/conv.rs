@@ -1,4 +1,4 @@
-use kiln_runtime::kernels::{conv2d, conv2d_residual};
+use kiln_runtime::kernels::{conv2d, conv2d_residual, conv2d_residual_inplace};
 use kiln_runtime::params::{Activation, Conv2d};
 
 use crate::reference::{ACTIVATIONS, Rng, activation_ref, assert_close};
@@ -423,12 +423,15 @@ pub(crate) fn conv_residual_ref(
 /// `conv2d_residual` on every strategy `conv2d` has (pointwise, strided 1×1 and 3×3
 /// through im2col in one block and in several, grouped, images at once, and the
 /// direct and depthwise kernels, which add the residual after), with and without a
-/// bias, under activations applied in the output stage, in registers and over rows.
+/// bias, under activations applied in the output stage, in registers and over rows;
+/// and `conv2d_residual_inplace` on the strategies it takes.
 #[test]
 fn residual() {
     let cases = [
         params(1, 8, [7, 7], 16, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 8, [20, 30], 5, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        // 300 output channels: the plane's products in two bands of columns.
+        params(1, 8, [30, 30], 300, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 8, [9, 9], 12, [1, 1], [2, 2], [1, 1], [0; 4], 1),
         params(1, 40, [12, 13], 6, [3, 3], [1, 1], [1, 1], [1; 4], 1),
         params(2, 4, [5, 6], 4, [3, 3], [2, 1], [1, 1], [1; 4], 2),
@@ -454,9 +457,27 @@ fn residual() {
                 conv2d_residual(&p, &x, &w, bias, &r, &mut y, &mut scratch);
                 let want = conv_residual_ref(&p, &x, &w, bias, &r);
                 assert_close(&y, &want, TOL, &format!("{p:?} bias {}", bias.is_some()));
+                if p.is_depthwise() || p.direct_applies() {
+                    continue;
+                }
+                // The residual in the output, the products accumulating onto it.
+                let mut y = r.clone();
+                conv2d_residual_inplace(&p, &x, &w, bias, &mut y, &mut scratch);
+                let what = format!("{p:?} in place, bias {}", bias.is_some());
+                assert_close(&y, &want, TOL, &what);
             }
         }
     }
+}
+
+#[test]
+#[should_panic(expected = "conv2d_residual_inplace: a pointwise or im2col layer")]
+fn residual_in_place_refuses_the_direct_kernel() {
+    let p = params(1, 3, [9, 9], 8, [3, 3], [1, 1], [1, 1], [1; 4], 1);
+    let (x, w) = (vec![0.0; 243], vec![0.0; 216]);
+    let mut y = vec![0.0; 8 * 81];
+    let mut scratch = vec![0.0; p.scratch_len()];
+    conv2d_residual_inplace(&p, &x, &w, None, &mut y, &mut scratch);
 }
 
 #[test]

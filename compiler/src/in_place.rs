@@ -7,7 +7,8 @@
 //! ops, per-channel affine, BatchNorm), Softmax, which reads a whole row before
 //! writing any of it, and LRN with a window of at most
 //! [`LRN_INPLACE_MAX_SIZE`] channels (its kernels keep the original values of the
-//! channels they already overwrote but still need). The operand must be a planned buffer holding exactly the
+//! channels they already overwrote but still need). A convolution with a fused
+//! residual may write over the residual: its products accumulate onto it. The operand must be a planned buffer holding exactly the
 //! output's elements in the output's layout (for a broadcasting op: the operand that is
 //! not broadcast), and must not be read a second time by the same step (`x * x`), since
 //! an in-place kernel reads it only through the output.
@@ -55,6 +56,9 @@ fn candidates(step: &Step, buffers: &[Buffer]) -> Vec<usize> {
             &[0]
         }
         Kernel::Lrn(p) if p.size <= LRN_INPLACE_MAX_SIZE => &[0],
+        // Its residual (operand 2): the products accumulate onto it
+        // (`conv2d_residual_inplace`, for the strategies every fused 1×1 layer takes).
+        Kernel::ResidualConv2d(p) if !p.is_depthwise() && !p.direct_applies() => &[2],
         Kernel::Binary(..) => &[0, 1],
         _ => &[],
     };
@@ -166,6 +170,29 @@ mod tests {
         let add = broadcast_params(&[3, 4], &[3, 4], &[3, 4]).unwrap();
         let sum = step(Kernel::Binary(params::Binary::Add, add), vec![B0, B1], 2);
         assert_eq!(candidates(&sum, &buffers), vec![0, 1]);
+        // A fused residual (operand 2) of a 1×1 convolution; the direct kernel's
+        // strategy cannot accumulate onto it.
+        let conv = |kernel: [usize; 2]| params::Conv2d {
+            n: 1,
+            c_in: 3,
+            h_in: 2,
+            w_in: 2,
+            c_out: 3,
+            h_out: 2,
+            w_out: 2,
+            kernel,
+            stride: [1, 1],
+            dilation: [1, 1],
+            pads: if kernel == [3, 3] { [1; 4] } else { [0; 4] },
+            group: 1,
+            activation: params::Activation::None,
+        };
+        let weights = Operand::Weight { offset: 0, len: 9 };
+        let fused = |p| step(Kernel::ResidualConv2d(p), vec![B0, weights, B1], 2);
+        let buffers_12 = vec![buffer(12), buffer(12), buffer(12)];
+        assert_eq!(candidates(&fused(conv([1, 1])), &buffers_12), vec![2]);
+        assert!(conv([3, 3]).direct_applies());
+        assert!(candidates(&fused(conv([3, 3])), &buffers_12).is_empty());
         // Not elementwise.
         assert!(candidates(&step(Kernel::Copy, vec![B0], 2), &buffers).is_empty());
         let t = params::Transpose {

@@ -123,8 +123,8 @@ zoo_tests!(
 
 /// The plan never needs more than naive allocation and never less than the liveness
 /// lower bound with its in-place aliases, itself at most the bound without them.
-/// ResNet-50's residual Sums and Relus run in place, so its arena is below the bound
-/// without aliasing.
+/// ResNet-50's shortcut convolutions (the residual Sum and Relu fused in) write over
+/// their residual, so its arena is below the bound without aliasing.
 #[test]
 fn arena_between_lower_bound_and_naive() {
     kiln_tests::require_testdata();

@@ -862,6 +862,22 @@ fn in_place_call(
             let pt = tokens::lrn(rt, p);
             quote!(#rt::kernels::lrn_inplace(&#pt, out);)
         }
+        (Kernel::ResidualConv2d(p), 2) => {
+            let pt = tokens::conv2d(rt, p);
+            let (x, w) = (a(0), a(1));
+            let bias = if s.inputs.len() > 3 {
+                let b = a(3);
+                quote!(Some(#b))
+            } else {
+                quote!(None)
+            };
+            let scratch = if s.scratch.is_some() {
+                quote!(scratch)
+            } else {
+                quote!(&mut [])
+            };
+            quote!(#rt::kernels::conv2d_residual_inplace(&#pt, #x, #w, #bias, out, #scratch);)
+        }
         _ => {
             return Err(Error::Codegen(format!(
                 "step `{}` ({}) is planned in place over its operand {k}, which its kernel cannot do",

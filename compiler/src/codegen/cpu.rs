@@ -328,18 +328,8 @@ impl<'a> Emitter<'a> {
                 let (x, w) = (a(0), a(1));
                 // A residual is operand 2, and the bias after it.
                 let residual = matches!(s.kernel, Kernel::ResidualConv2d(_));
-                let bias_at = if residual { 3 } else { 2 };
-                let bias = if args.len() > bias_at {
-                    let b = a(bias_at);
-                    quote!(Some(#b))
-                } else {
-                    quote!(None)
-                };
-                let scratch = if s.scratch.is_some() {
-                    quote!(scratch)
-                } else {
-                    quote!(&mut [])
-                };
+                let bias = optional_arg(s, &a, if residual { 3 } else { 2 });
+                let scratch = scratch_arg(s);
                 match s.kernel {
                     Kernel::Winograd(_) => quote!(
                         #rt::kernels::conv2d_winograd(&#pt, #x, #w, #bias, out, #scratch);
@@ -821,6 +811,26 @@ fn concat_parts(program: &Program, plan: &MemoryPlan, s: &Step) -> Option<Vec<Co
     parts.iter().any(|p| p.in_place).then_some(parts)
 }
 
+/// `Some(operand i)` where step `s` has an operand `i` (an optional input such as a
+/// bias), else `None`.
+fn optional_arg(s: &Step, a: &dyn Fn(usize) -> TokenStream, i: usize) -> TokenStream {
+    if s.inputs.len() > i {
+        let arg = a(i);
+        quote!(Some(#arg))
+    } else {
+        quote!(None)
+    }
+}
+
+/// The scratch argument of step `s`'s kernel: its planned region, or none.
+fn scratch_arg(s: &Step) -> TokenStream {
+    if s.scratch.is_some() {
+        quote!(scratch)
+    } else {
+        quote!(&mut [])
+    }
+}
+
 /// The in-place form of step `s`'s kernel, writing `out` over its operand `k` (`a(i)`
 /// gives operand `i`'s argument).
 fn in_place_call(
@@ -865,17 +875,7 @@ fn in_place_call(
         (Kernel::ResidualConv2d(p), 2) => {
             let pt = tokens::conv2d(rt, p);
             let (x, w) = (a(0), a(1));
-            let bias = if s.inputs.len() > 3 {
-                let b = a(3);
-                quote!(Some(#b))
-            } else {
-                quote!(None)
-            };
-            let scratch = if s.scratch.is_some() {
-                quote!(scratch)
-            } else {
-                quote!(&mut [])
-            };
+            let (bias, scratch) = (optional_arg(s, a, 3), scratch_arg(s));
             quote!(#rt::kernels::conv2d_residual_inplace(&#pt, #x, #w, #bias, out, #scratch);)
         }
         _ => {

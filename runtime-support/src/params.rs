@@ -362,8 +362,10 @@ impl Conv2d {
         }
         let positions = self.h_out * self.w_out;
         let k_len = (self.c_in / self.group) * self.kernel[0] * self.kernel[1];
-        let cols = if positions < CONV_MAX_BLOCK {
-            positions
+        // A block's positions, unfolded in whole panels of the packed product.
+        let cols = positions.next_multiple_of(crate::kernels::PANEL);
+        let cols = if cols < CONV_MAX_BLOCK {
+            cols
         } else {
             CONV_MAX_BLOCK
         };

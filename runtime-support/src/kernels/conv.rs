@@ -9,26 +9,29 @@
 //!   [`Conv2d::direct_applies`]):
 //!   output channels as the vector lanes (`direct.rs`);
 //! - **everything else**: for each image, group and block of output positions,
-//!   im2col of the block into `scratch` (`c_in/g * kh * kw` rows, one column per
-//!   position), then one GEMM `Y[:, block] = W_g · cols`; or, where a batch's images
-//!   have fewer positions than half a block each, im2col of several images into one
-//!   block and one GEMM for them all ([`Conv2d::conv_images_at_once`]).
+//!   im2col of the block into `scratch`, straight into the panel layout of our packed
+//!   product (`packed.rs`: per 16 positions, one row of 16 per `(ci, ki, kj)`), then
+//!   `Y[:, block] = W_g · cols` by its 6×16 micro-kernel, the weights read in place;
+//!   or, where a batch's images have fewer positions than half a block each, im2col
+//!   of several images into one block and one faer GEMM for them all
+//!   ([`Conv2d::conv_images_at_once`]).
 //!
 //! Bias and the fused activation follow each GEMM on the columns it wrote, while they
-//! are still in cache. im2col blocks are narrow (48 positions, two of faer's 24-row
-//! AVX2 micro-tiles, the remainder joining the last block; 96 with AVX-512, the
-//! remainder a block of its own), never wider than [`CONV_MAX_BLOCK`], which sizes
-//! the scratch the compiler plans in the arena: it stays small and in L2 between the
-//! unfolding and the product, and faer multiplies such a compact block faster than a
-//! whole unfolded plane where the plane is wide (ResNet-50's 7×7 stem and 56×56 3×3
-//! layers: 63–67 against 51–56 GFLOP/s, measured interleaved on one Zen 3 core), and
-//! no slower elsewhere. Pointwise layers gain nothing from copying into blocks, so
-//! they stay in place.
+//! are still in cache. im2col blocks are narrow (48 positions, three panels, the
+//! remainder joining the last block; 96 with AVX-512, the remainder a block of its
+//! own), never wider than [`CONV_MAX_BLOCK`], which sizes the scratch the compiler
+//! plans in the arena: it stays small and in L2 between the unfolding and the
+//! product. The packed product on panels replaced faer's there (which packs the
+//! unfolded block again): ResNet-50's 256→512 s2 at 14² 1.98–2.05 → 1.90–2.01 ms,
+//! YOLOv8n's 64→128 s2 at 40² 0.88–0.96 → 0.83–0.84 ms (interleaved, one Zen 4
+//! core). Pointwise layers gain nothing from copying into blocks, so they stay in
+//! place.
 
 use std::ops::Range;
 
 use super::elementwise::{bias_activate, gather, residual_bias_activate};
 use super::gemm::{self, Operand, Split};
+use super::packed::{self, PANEL};
 use super::simd::vectorize;
 use super::window::Window;
 use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d};
@@ -129,9 +132,11 @@ fn conv(
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
-    let accum = match residual {
-        Residual::InOutput => faer::Accum::Add,
-        _ => faer::Accum::Replace,
+    let accumulate = matches!(residual, Residual::InOutput);
+    let accum = if accumulate {
+        faer::Accum::Add
+    } else {
+        faer::Accum::Replace
     };
     let residual = match residual {
         Residual::Apart(r) => Some(r),
@@ -214,15 +219,6 @@ fn conv(
                     }
                 });
             };
-            // Y[:, cols] = act(W_g · unfolded + bias), where `unfolded` holds the
-            // input of positions `cols` (one row per (ci, ki, kj), one column each).
-            let product = |cols: Range<usize>, out: faer::MatMut<'_, f32>, unfolded: &[f32]| {
-                let rhs = Operand::rows(unfolded, cols.len()).view(k_len, cols.len());
-                let mut out = out;
-                // Inside a part of `for_each_with_scratch` this is one thread's product.
-                gemm::product_shared(out.as_mut(), accum, lhs, rhs, 1.0);
-                finish(cols, out);
-            };
             if p.is_pointwise() {
                 // The input as it lies is the product's right operand. Products of
                 // bands of columns, each finished (bias, residual, activation) while
@@ -259,14 +255,24 @@ fn conv(
             let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
             let n_blocks = blocks(plane_out, block).count();
             let threads = threads::current();
-            let unfold = |(cols, out): (Range<usize>, _), scratch: &mut [f32]| {
-                let unfolded = &mut scratch[..k_len * cols.len()];
-                im2col(&win, xg, cols.clone(), unfolded);
-                product(cols, out, unfolded);
+            // Y[:, cols] = act(W_g · unfolded + bias), the positions `cols` unfolded
+            // straight into the packed product's panels; shared among the threads
+            // where there are fewer blocks than threads.
+            let unfold = |(cols, mut out): (Range<usize>, faer::MatMut<'_, f32>),
+                          scratch: &mut [f32],
+                          shared: bool| {
+                let unfolded = &mut scratch[..k_len * cols.len().next_multiple_of(PANEL)];
+                im2col_panels(&win, xg, cols.clone(), unfolded);
+                if shared {
+                    packed::product_shared(wg, k_len, unfolded, out.as_mut(), accumulate);
+                } else {
+                    packed::product(wg, k_len, unfolded, out.as_mut(), accumulate);
+                }
+                finish(cols, out);
             };
             if n_blocks < threads {
                 Split::new(yg, false, blocks(plane_out, block))
-                    .for_each(|part| unfold(part, scratch));
+                    .for_each(|part| unfold(part, scratch, true));
                 continue;
             }
             // Thread `t` takes blocks `t * n_blocks / threads ..`, as column ranges.
@@ -288,7 +294,8 @@ fn conv(
                         .filter(|b| run.contains(&b.start))
                         .map(|b| b.start - run.start..b.end - run.start);
                     for (cols, out) in Split::new(out, false, local) {
-                        unfold((cols.start + run.start..cols.end + run.start, out), scratch);
+                        let cols = cols.start + run.start..cols.end + run.start;
+                        unfold((cols, out), scratch, false);
                     }
                 },
             );
@@ -409,19 +416,60 @@ fn blocks(positions: usize, block: usize) -> impl Iterator<Item = Range<usize>> 
     })
 }
 
-/// Unfolds output positions `cols` of one group of one image into `out`, one row per
-/// `(ci, ki, kj)` and one column per position: the input element that tap meets there
-/// (zero in the padding).
+/// Unfolds output positions `cols` of one group of one image into `out` in the packed
+/// product's panel layout (`packed::pack_b`'s): for each run of [`PANEL`] positions, a
+/// row of [`PANEL`] per `(ci, ki, kj)`, holding the input element that tap meets at
+/// each position (zero in the padding, and past `cols` in a partial last panel).
+///
+/// For each panel and tap, the positions' offsets in an input plane are worked out
+/// once for all channels; each channel's row is then a gather by those offsets (a
+/// copy of runs as long as a panel row measured slower: a call per run).
+fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
+    let (h, w) = (&win.h, &win.w);
+    let (plane, taps) = (h.in_len * w.in_len, h.kernel * w.kernel);
+    let k_len = out.len() / cols.len().next_multiple_of(PANEL).max(1);
+    assert!(
+        x.len() >= k_len / taps.max(1) * plane
+            && out.len() == cols.len().div_ceil(PANEL) * PANEL * k_len,
+        "im2col_panels: operands"
+    );
+    // Where a position meets the padding (or lies past `cols`).
+    const OUTSIDE: usize = usize::MAX;
+    for (p, panel) in out.chunks_exact_mut(PANEL * k_len.max(1)).enumerate() {
+        let first = cols.start + p * PANEL;
+        let width = (cols.end - first).min(PANEL);
+        for ki in 0..h.kernel {
+            let oh_valid = h.outputs_for_tap(ki);
+            for kj in 0..w.kernel {
+                let ow_valid = w.outputs_for_tap(kj);
+                let mut at = [OUTSIDE; PANEL];
+                for (j, at) in at[..width].iter_mut().enumerate() {
+                    let (oh, ow) = ((first + j) / w.out_len, (first + j) % w.out_len);
+                    if oh_valid.contains(&oh) && ow_valid.contains(&ow) {
+                        let (ih, iw) = (h.input_pos(oh, ki), w.input_pos(ow, kj));
+                        *at = ih as usize * w.in_len + iw as usize;
+                    }
+                }
+                let tap = ki * w.kernel + kj;
+                let rows = panel.chunks_exact_mut(PANEL).skip(tap).step_by(taps);
+                for (row, x) in rows.zip(x.chunks_exact(plane)) {
+                    for (v, &at) in row.iter_mut().zip(&at) {
+                        *v = x.get(at).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Unfolds output positions `cols` of one group of one image into columns `at ..` of
+/// `out`, rows `row_len` long: one row per `(ci, ki, kj)` and one column per position,
+/// the input element that tap meets there (zero in the padding). One image's part of
+/// a product over several ([`Conv2d::conv_images_at_once`]).
 ///
 /// Taps are the outer loops and channels the inner one, so the geometry of each tap
 /// and output-row segment (valid range, input offset) is worked out once for all
 /// channels, and the innermost work is a copy of a contiguous or strided run.
-fn im2col(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
-    im2col_at(win, x, cols.clone(), out, cols.len(), 0);
-}
-
-/// [`im2col`] into columns `at ..` of rows `row_len` long: one image's part of a
-/// product over several ([`Conv2d::conv_images_at_once`]).
 fn im2col_at(
     win: &Window,
     x: &[f32],

@@ -1,10 +1,13 @@
-//! Matrix products whose right operand is a constant, packed at compile time.
+//! Matrix products over panels: the right operand packed into the order our
+//! micro-kernel reads it.
 //!
 //! A linear layer (`Y = A · B`, B the layer's weights) is where faer loses most: it
 //! repacks B on every call (2.4 MB for a BERT-mini feed-forward layer, a quarter of the
 //! product's time). The compiler instead packs B once ([`pack_b`]) into the order the
 //! micro-kernel reads it: panels of [`PANEL`] columns, each panel's `k` rows back to
-//! back (`[panel][k][PANEL]`, the last panel zero-padded). A is read in place.
+//! back (`[panel][k][PANEL]`, the last panel zero-padded). A is read in place. The
+//! convolutions' im2col writes its unfolded block in the same layout ([`product`]),
+//! with the weights as A.
 //!
 //! The micro-kernel keeps an `MR × PANEL` block of Y in registers (6 × 16 with AVX2:
 //! 12 accumulators, two loads of B and six broadcasts of A per step of `k`). Panels go
@@ -14,6 +17,7 @@
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::depthwise::{load, store};
+use super::gemm::{Split, row_major_mut};
 use crate::params::PackedMatMul;
 use crate::threads;
 
@@ -52,37 +56,73 @@ pub fn matmul_packed(p: &PackedMatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
     if y.is_empty() {
         return;
     }
-    if k == 0 {
-        return y.fill(0.0);
+    product_shared(a, k, b, row_major_mut(y, m, n, n), false);
+}
+
+/// `y = a · b` (or `y += a · b` where `accumulate`) on one thread: `a` is row-major
+/// `y.nrows() × k` with rows `lda` apart, `b` is `k × y.ncols()` in [`pack_b`]'s panel
+/// layout (a partial last panel's extra columns are read but never stored), and `y`'s
+/// rows are contiguous. im2col writes its unfolded block straight into this layout
+/// for the convolutions, whose weights are `a`.
+pub(crate) fn product(
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    mut y: faer::MatMut<'_, f32>,
+    accumulate: bool,
+) {
+    let (m, n) = (y.nrows(), y.ncols());
+    if m == 0 || n == 0 {
+        return;
     }
-    let threads = threads::current();
-    let band = m.div_ceil(threads).next_multiple_of(MR);
-    let bands = y
-        .chunks_mut(band * n)
-        .enumerate()
-        .map(|(i, y)| (i * band, y));
-    threads::for_each(bands, m * n * k, |(first, y)| {
-        let rows = y.len() / n;
-        let a = &a[first * k..][..rows * k];
-        pulp::Arch::new().dispatch(Product {
-            rows,
-            n,
-            k,
-            a,
-            b,
-            y,
-        });
+    let k = b.len() / (n.div_ceil(PANEL) * PANEL);
+    assert!(
+        b.len() == n.div_ceil(PANEL) * PANEL * k && lda >= k && a.len() >= (m - 1) * lda + k,
+        "packed product: operands"
+    );
+    if k == 0 {
+        if !accumulate {
+            y.fill(0.0);
+        }
+        return;
+    }
+    pulp::Arch::new().dispatch(Product {
+        k,
+        a,
+        lda,
+        b,
+        y,
+        accumulate,
     });
 }
 
-/// One thread's rows of the product.
+/// [`product`] with `y`'s rows shared among the current run's threads, in bands of
+/// whole row blocks; every element is summed in the same order whatever the count.
+pub(crate) fn product_shared(
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    y: faer::MatMut<'_, f32>,
+    accumulate: bool,
+) {
+    let (m, n) = (y.nrows(), y.ncols());
+    let k = b.len() / (n.div_ceil(PANEL) * PANEL).max(1);
+    let threads = threads::current();
+    let band = m.div_ceil(threads).next_multiple_of(MR);
+    let bands = (0..m.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(m));
+    threads::for_each(Split::new(y, true, bands), m * n * k, |(rows, y)| {
+        product(&a[rows.start * lda..], lda, b, y, accumulate);
+    });
+}
+
+/// One thread's product.
 struct Product<'a> {
-    rows: usize,
-    n: usize,
     k: usize,
     a: &'a [f32],
+    lda: usize,
     b: &'a [f32],
-    y: &'a mut [f32],
+    y: faer::MatMut<'a, f32>,
+    accumulate: bool,
 }
 
 impl WithSimd for Product<'_> {
@@ -91,9 +131,9 @@ impl WithSimd for Product<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
         match S::F32_LANES {
+            16 => self.panels::<S, 1>(s),
             8 => self.panels::<S, 2>(s),
             4 => self.panels::<S, 4>(s),
-            // A wider vector than a panel (AVX-512 where pulp enables it).
             _ => self.panels::<pulp::Scalar, PANEL>(pulp::Scalar::new()),
         }
     }
@@ -104,29 +144,33 @@ impl Product<'_> {
     #[inline(always)]
     fn panels<S: Simd, const V: usize>(self, s: S) {
         let Product {
-            rows,
-            n,
             k,
             a,
+            lda,
             b,
-            y,
+            mut y,
+            accumulate,
         } = self;
-        assert_eq!(V * S::F32_LANES, PANEL, "matmul_packed: lanes");
-        // `k > 0` here and `b` is exactly the packed panels (`matmul_packed` checked).
+        assert_eq!(V * S::F32_LANES, PANEL, "packed product: lanes");
+        let (rows, n) = (y.nrows(), y.ncols());
+        // `k > 0` and `b` is exactly the panels of `n` columns (`product` checked).
         for (p, panel) in b.chunks_exact(PANEL * k).enumerate() {
-            let cols = (n - p * PANEL).min(PANEL);
+            let cols = p * PANEL..(n - p * PANEL).min(PANEL) + p * PANEL;
             let mut row = 0;
             while row < rows {
                 let block = (rows - row).min(MR);
-                let a = &a[row * k..];
-                let y = &mut y[row * n + p * PANEL..];
+                let a = &a[row * lda..];
+                let y = y
+                    .as_mut()
+                    .subrows_mut(row, block)
+                    .subcols_mut(cols.start, cols.len());
                 match block {
-                    6 => block_of::<S, V, 6>(s, k, a, panel, y, n, cols),
-                    5 => block_of::<S, V, 5>(s, k, a, panel, y, n, cols),
-                    4 => block_of::<S, V, 4>(s, k, a, panel, y, n, cols),
-                    3 => block_of::<S, V, 3>(s, k, a, panel, y, n, cols),
-                    2 => block_of::<S, V, 2>(s, k, a, panel, y, n, cols),
-                    _ => block_of::<S, V, 1>(s, k, a, panel, y, n, cols),
+                    6 => block_of::<S, V, 6>(s, k, a, lda, panel, y, accumulate),
+                    5 => block_of::<S, V, 5>(s, k, a, lda, panel, y, accumulate),
+                    4 => block_of::<S, V, 4>(s, k, a, lda, panel, y, accumulate),
+                    3 => block_of::<S, V, 3>(s, k, a, lda, panel, y, accumulate),
+                    2 => block_of::<S, V, 2>(s, k, a, lda, panel, y, accumulate),
+                    _ => block_of::<S, V, 1>(s, k, a, lda, panel, y, accumulate),
                 }
                 row += block;
             }
@@ -134,30 +178,45 @@ impl Product<'_> {
     }
 }
 
-/// `R` rows of Y at one panel: `R × V` accumulators over all of `k`, then stored
-/// (the first `cols` columns of the panel).
-#[allow(clippy::too_many_arguments)]
+/// `R` rows of Y at one panel (`y`: `R` rows, the panel's columns): `R × V`
+/// accumulators over all of `k`, started from zero or from `y`, then stored.
 #[inline(always)]
 fn block_of<S: Simd, const V: usize, const R: usize>(
     s: S,
     k: usize,
     a: &[f32],
+    lda: usize,
     panel: &[f32],
-    y: &mut [f32],
-    ldy: usize,
-    cols: usize,
+    mut y: faer::MatMut<'_, f32>,
+    accumulate: bool,
 ) {
     let lanes = S::F32_LANES;
     // Every read below is in bounds once these hold: rows `0..R` of A reach column
     // `k − 1`, and the panel holds `k` rows of `PANEL`.
     assert!(
-        a.len() >= R * k && panel.len() == k * PANEL && y.len() >= (R - 1) * ldy + cols,
-        "matmul_packed: block out of bounds"
+        a.len() >= (R - 1) * lda + k && panel.len() == k * PANEL && y.nrows() == R,
+        "packed product: block out of bounds"
     );
-    let rows: [&[f32]; R] = std::array::from_fn(|r| &a[r * k..][..k]);
+    let cols = y.ncols();
     let mut acc = [[s.splat_f32s(0.0); V]; R];
+    if accumulate {
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let mut row = [0.0f32; PANEL];
+            row[..cols].copy_from_slice(row_of(y.as_mut(), r));
+            for (v, acc) in acc.iter_mut().enumerate() {
+                *acc = load::<S>(&row[v * lanes..][..lanes]);
+            }
+        }
+    }
+    let mut rows: [&[f32]; R] = [&[]; R];
+    for (r, row) in rows.iter_mut().enumerate() {
+        *row = &a[r * lda..][..k];
+    }
     for (kk, b_row) in panel.chunks_exact(PANEL).enumerate() {
-        let b: [S::f32s; V] = std::array::from_fn(|v| load::<S>(&b_row[v * lanes..][..lanes]));
+        let mut b = [s.splat_f32s(0.0); V];
+        for (v, b) in b.iter_mut().enumerate() {
+            *b = load::<S>(&b_row[v * lanes..][..lanes]);
+        }
         for r in 0..R {
             let x = s.splat_f32s(rows[r][kk]);
             for v in 0..V {
@@ -166,7 +225,7 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
         }
     }
     for (r, acc) in acc.iter().enumerate() {
-        let out = &mut y[r * ldy..];
+        let out = row_of(y.as_mut(), r);
         if cols == PANEL {
             for (v, acc) in acc.iter().enumerate() {
                 store::<S>(&mut out[v * lanes..][..lanes], *acc);
@@ -176,7 +235,16 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
             for (v, acc) in acc.iter().enumerate() {
                 store::<S>(&mut row[v * lanes..][..lanes], *acc);
             }
-            out[..cols].copy_from_slice(&row[..cols]);
+            out.copy_from_slice(&row[..cols]);
         }
     }
+}
+
+/// Row `r` of a view whose rows are contiguous, as a slice.
+#[inline(always)]
+fn row_of(y: faer::MatMut<'_, f32>, r: usize) -> &mut [f32] {
+    y.row_mut(r)
+        .try_as_row_major_mut()
+        .expect("packed product: rows are contiguous")
+        .as_slice_mut()
 }

@@ -442,6 +442,8 @@ fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
             let oh_valid = h.outputs_for_tap(ki);
             for kj in 0..w.kernel {
                 let ow_valid = w.outputs_for_tap(kj);
+                // Each position's offset in a plane, or `OUTSIDE` where it meets the
+                // padding (or lies past `cols`).
                 let mut at = [OUTSIDE; PANEL];
                 for (j, at) in at[..width].iter_mut().enumerate() {
                     let (oh, ow) = ((first + j) / w.out_len, (first + j) % w.out_len);
@@ -450,11 +452,21 @@ fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
                         *at = ih as usize * w.in_len + iw as usize;
                     }
                 }
+                // The usual case on wide planes: a run of one input row at the
+                // window's stride, copied as such.
+                let run = at[0] != OUTSIDE && (1..PANEL).all(|j| at[j] == at[0] + j * w.stride);
                 let tap = ki * w.kernel + kj;
                 let rows = panel.chunks_exact_mut(PANEL).skip(tap).step_by(taps);
                 for (row, x) in rows.zip(x.chunks_exact(plane)) {
-                    for (v, &at) in row.iter_mut().zip(&at) {
-                        *v = x.get(at).copied().unwrap_or(0.0);
+                    let row: &mut [f32; PANEL] = row.try_into().expect("a panel row");
+                    match (run, w.stride) {
+                        (true, 1) => row.copy_from_slice(&x[at[0]..at[0] + PANEL]),
+                        (true, 2) => gather(row, &x[at[0]..at[0] + 2 * PANEL - 1], 2),
+                        _ => {
+                            for (v, &at) in row.iter_mut().zip(&at) {
+                                *v = x.get(at).copied().unwrap_or(0.0);
+                            }
+                        }
                     }
                 }
             }

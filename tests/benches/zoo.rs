@@ -20,6 +20,10 @@ use std::time::Instant;
 
 use kiln_tests::{bytes, load_npy, zoo};
 
+#[path = "support/perf_counts.rs"]
+mod perf_counts;
+use perf_counts::{extra_runs, geometric_mean, print_counts};
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -57,50 +61,6 @@ fn mib(b: usize) -> String {
     format!("{:.2}", b as f64 / (1024.0 * 1024.0))
 }
 
-/// The `perf stat` events counted, user space only.
-const EVENTS: &str = "cycles:u,instructions:u";
-
-/// `[cycles, instructions]` of `cmd` and its children under `perf stat`, or why not.
-fn perf_stat(cmd: &mut Command) -> Result<[f64; 2], String> {
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-    let envs: Vec<_> = cmd
-        .get_envs()
-        .map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned())))
-        .collect();
-    let mut perf = Command::new("perf");
-    perf.args(["stat", "-x", ",", "-e", EVENTS, "--"])
-        .arg(&program)
-        .args(&args);
-    for (k, v) in envs {
-        match v {
-            Some(v) => perf.env(k, v),
-            None => perf.env_remove(k),
-        };
-    }
-    let out = perf.output().map_err(|e| format!("perf: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        return Err(format!("{program} under perf stat: {}", text.trim()));
-    }
-    // CSV lines `value,unit,event,...`; `<not supported>` where the CPU has no counter.
-    let count = |event: &str| {
-        text.lines()
-            .find(|l| l.split(',').nth(2).is_some_and(|e| e.starts_with(event)))
-            .and_then(|l| l.split(',').next()?.parse::<f64>().ok())
-            .ok_or_else(|| format!("no {event} count from perf stat: {}", text.trim()))
-    };
-    Ok([count("cycles")?, count("instructions")?])
-}
-
-/// Cycles and instructions per inference: `run(n)` builds a command that does `n`
-/// inferences after its set-up; two lengths, and the difference per inference.
-fn per_inference(run: impl Fn(usize) -> Command, extra: usize) -> Result<[f64; 2], String> {
-    let short = perf_stat(&mut run(2))?;
-    let long = perf_stat(&mut run(2 + extra))?;
-    Ok([0, 1].map(|i| (long[i] - short[i]) / extra as f64))
-}
-
 /// `KILN_BENCH_CHILD=MODEL:RUNS`: run one model `RUNS` times (after one warm-up) and
 /// exit, for `perf stat` to count.
 fn child(spec: &str) {
@@ -132,6 +92,7 @@ fn main() {
                 .is_none_or(|p| p.split(',').any(|x| x == short))
         })
     };
+    let mut measured = Vec::new();
     for m in picked() {
         let short = m.name.trim_end_matches("_random");
         let dir = Path::new(m.dir);
@@ -145,6 +106,7 @@ fn main() {
         // Warm-up, then timed runs of the whole `run` (weights loading excluded).
         let times = time_model(m.name, &x.data, n);
         let kiln = median(times);
+        measured.push((m, kiln));
         let ort = ort_median_ms(&dir.join("random.onnx"), &input, n);
         let ratio = ort.map(|o| kiln / o);
         if let Some(r) = ratio {
@@ -170,75 +132,38 @@ fn main() {
         );
     }
     if std::env::var("KILN_BENCH_COUNTS").is_ok_and(|v| v == "1") {
-        counts_table(picked(), runs);
+        counts_table(measured);
     }
-}
-
-fn geometric_mean(v: &[f64]) -> f64 {
-    (v.iter().map(|r| r.ln()).sum::<f64>() / v.len() as f64).exp()
 }
 
 /// The counts table (see the module documentation).
-fn counts_table<'a>(models: impl Iterator<Item = &'a kiln_tests::ZooModel>, runs: usize) {
+fn counts_table(measured: Vec<(&'static kiln_tests::ZooModel, f64)>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let exe = std::env::current_exe().expect("this bench's path");
-    println!(
-        "\n{:<14} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}",
-        "model", "kiln Mcyc", "ort Mcyc", "cyc k/o", "kiln Minstr", "ort Minstr", "ins k/o"
-    );
-    let mut ratios = [Vec::new(), Vec::new()];
-    for m in models {
+    let rows = measured.into_iter().map(|(m, ms)| {
         let dir = Path::new(m.dir);
-        let kiln = per_inference(
-            |n| {
-                let mut c = Command::new(&exe);
-                c.env("KILN_BENCH_CHILD", format!("{}:{n}", m.name));
-                c
-            },
-            runs,
-        );
-        let ort = per_inference(
-            |n| {
-                let mut c = Command::new(root.join(".venv/bin/python"));
-                c.arg(root.join("scripts/ort_bench.py"))
-                    .arg(dir.join("random.onnx"))
-                    .arg(dir.join("random_input_0.npy"))
-                    .arg(n.to_string());
-                c
-            },
-            runs,
-        );
-        let short = m.name.trim_end_matches("_random");
-        match (kiln, ort) {
-            (Ok(k), Ok(o)) => {
-                for i in 0..2 {
-                    ratios[i].push(k[i] / o[i]);
-                }
-                println!(
-                    "{:<14} {:>12.1} {:>12.1} {:>9.2} {:>12.1} {:>12.1} {:>9.2}",
-                    short,
-                    k[0] * 1e-6,
-                    o[0] * 1e-6,
-                    k[0] / o[0],
-                    k[1] * 1e-6,
-                    o[1] * 1e-6,
-                    k[1] / o[1]
-                );
-            }
-            (k, o) => {
-                let why = k.err().or(o.err()).unwrap_or_default();
-                println!("{short:<14} no counts: {why}");
-            }
-        }
-    }
-    if !ratios[0].is_empty() {
-        println!(
-            "geometric mean kiln/ort: cycles {:.2}, instructions {:.2} over {} models",
-            geometric_mean(&ratios[0]),
-            geometric_mean(&ratios[1]),
-            ratios[0].len()
-        );
-    }
+        let (exe, root) = (exe.clone(), root.clone());
+        let kiln = move |n: usize| {
+            let mut c = Command::new(&exe);
+            c.env("KILN_BENCH_CHILD", format!("{}:{n}", m.name));
+            c
+        };
+        let ort = move |n: usize| {
+            let mut c = Command::new(root.join(".venv/bin/python"));
+            c.arg(root.join("scripts/ort_bench.py"))
+                .arg(dir.join("random.onnx"))
+                .arg(dir.join("random_input_0.npy"))
+                .arg(n.to_string());
+            c
+        };
+        (
+            m.name.trim_end_matches("_random"),
+            extra_runs(ms),
+            kiln,
+            ort,
+        )
+    });
+    print_counts(rows);
 }
 
 macro_rules! timers {

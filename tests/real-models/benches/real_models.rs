@@ -13,10 +13,56 @@
 //! timing). ort ms: onnxruntime's median `session.run` with every graph input fed,
 //! including the ones Kiln binds at compile time. Arena: `ARENA_BYTES`, all of `run`'s
 //! working memory; bound: the liveness lower bound without in-place aliasing.
+//!
+//! `KILN_BENCH_COUNTS=1` adds a table of CPU cycles and instructions per inference
+//! for Kiln and onnxruntime from `perf stat`, as the zoo bench does (see
+//! `tests/benches/zoo.rs`); Kiln's process is this bench re-run with
+//! `KILN_BENCH_CHILD=MODEL:RUNS`.
 
+use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
-use kiln_real_models::{module_inputs, ort_median_ms, real_models, require_data};
+use kiln_real_models::{
+    Compiled, RealModel, data_path, module_inputs, ort_median_ms, real_models, require_data,
+};
+
+#[path = "../../benches/support/perf_counts.rs"]
+mod perf_counts;
+use perf_counts::{extra_runs, geometric_mean, print_counts};
+
+/// One warm-up run, then `runs` timed ones, in milliseconds.
+fn time_model(
+    m: &RealModel,
+    c: &Compiled,
+    threads: usize,
+    runs: usize,
+) -> Result<Vec<f64>, String> {
+    let inputs = module_inputs(m, c)?;
+    let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
+    let mut s = (c.load)(c.weights).map_err(|e| e.to_string())?;
+    s.set_threads(threads).map_err(|e| e.to_string())?;
+    s.run_only(&bytes).map_err(|e| e.to_string())?;
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            s.run_only(&bytes).map_err(|e| e.to_string())?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect()
+}
+
+/// `KILN_BENCH_CHILD=MODEL:RUNS`: run one model `RUNS` times (after one warm-up) and
+/// exit, for `perf stat` to count.
+fn child(spec: &str) {
+    let (name, runs) = spec.split_once(':').expect("KILN_BENCH_CHILD=MODEL:RUNS");
+    let m = real_models::MODELS
+        .iter()
+        .find(|m| m.name == name)
+        .expect("model");
+    let c = m.compiled.as_ref().expect("compiled");
+    time_model(m, c, 1, runs.parse().expect("runs")).expect("run");
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -28,6 +74,9 @@ fn mib(b: usize) -> String {
 }
 
 fn main() {
+    if let Ok(spec) = std::env::var("KILN_BENCH_CHILD") {
+        return child(&spec);
+    }
     require_data();
     let pick = std::env::var("KILN_BENCH_MODELS").ok();
     let runs: usize = std::env::var("KILN_BENCH_RUNS")
@@ -43,6 +92,7 @@ fn main() {
         "| model | kiln ms | ort ms | kiln/ort | arena MiB | bound MiB | arena/bound | in-place bound MiB | naive MiB | schedule |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let mut measured = Vec::new();
     let mut ratios = Vec::new();
     let mut failed = Vec::new();
     for m in real_models::MODELS {
@@ -59,27 +109,14 @@ fn main() {
                 continue;
             }
         };
-        let timed = (|| {
-            let inputs = module_inputs(m, c)?;
-            let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.bytes()).collect();
-            let mut s = (c.load)(c.weights).map_err(|e| e.to_string())?;
-            s.set_threads(threads).map_err(|e| e.to_string())?;
-            s.run_only(&bytes).map_err(|e| e.to_string())?;
-            (0..runs)
-                .map(|_| {
-                    let t = Instant::now();
-                    s.run_only(&bytes).map_err(|e| e.to_string())?;
-                    Ok(t.elapsed().as_secs_f64() * 1e3)
-                })
-                .collect::<Result<Vec<f64>, String>>()
-        })();
-        let kiln = match timed {
+        let kiln = match time_model(m, c, threads, runs) {
             Ok(t) => median(t),
             Err(e) => {
                 failed.push(format!("{}: {e}", m.name));
                 continue;
             }
         };
+        measured.push((m, kiln));
         let inputs: Vec<(&str, &str)> = m.inputs.iter().map(|io| (io.name, io.file)).collect();
         let ort = ort_median_ms(m.onnx, &inputs, runs)
             .map_err(|e| failed.push(format!("{}: onnxruntime: {e}", m.name)))
@@ -100,13 +137,43 @@ fn main() {
         );
     }
     if !ratios.is_empty() {
-        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
         println!(
-            "\ngeometric mean kiln/ort: {geo:.2} over {} models ({runs} runs each, {threads} thread(s))",
+            "\ngeometric mean kiln/ort: {:.2} over {} models ({runs} runs each, {threads} thread(s))",
+            geometric_mean(&ratios),
             ratios.len()
         );
     }
     for f in failed {
         println!("not measured: {f}");
     }
+    if std::env::var("KILN_BENCH_COUNTS").is_ok_and(|v| v == "1") {
+        counts_table(measured);
+    }
+}
+
+/// The counts table, single-threaded (see the module documentation), for the models
+/// measured above with their median times.
+fn counts_table(measured: Vec<(&'static RealModel, f64)>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let exe = std::env::current_exe().expect("this bench's path");
+    let rows = measured.into_iter().map(|(m, ms)| {
+        let (exe, root) = (exe.clone(), root.clone());
+        let kiln = move |n: usize| {
+            let mut c = Command::new(&exe);
+            c.env("KILN_BENCH_CHILD", format!("{}:{n}", m.name))
+                .env_remove("KILN_BENCH_THREADS");
+            c
+        };
+        let ort = move |n: usize| {
+            let mut c = Command::new(root.join(".venv/bin/python"));
+            c.arg(root.join("scripts/ort_bench.py")).arg(m.onnx);
+            for io in m.inputs {
+                c.arg(format!("{}={}", io.name, data_path(io.file).display()));
+            }
+            c.arg(n.to_string()).env_remove("KILN_BENCH_THREADS");
+            c
+        };
+        (m.name, extra_runs(ms), kiln, ort)
+    });
+    print_counts(rows);
 }

@@ -422,8 +422,9 @@ fn blocks(positions: usize, block: usize) -> impl Iterator<Item = Range<usize>> 
 /// each position (zero in the padding, and past `cols` in a partial last panel).
 ///
 /// For each panel and tap, the positions' offsets in an input plane are worked out
-/// once for all channels; each channel's row is then a gather by those offsets (a
-/// copy of runs as long as a panel row measured slower: a call per run).
+/// once for all channels; each channel's row is then one fixed-length run of an input
+/// row where the 16 positions are one (wide planes), or a gather by those offsets
+/// (copying a row's pieces between output-row breaks measured slower: a call each).
 fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
     let (h, w) = (&win.h, &win.w);
     let (plane, taps) = (h.in_len * w.in_len, h.kernel * w.kernel);

@@ -155,7 +155,7 @@ impl Product<'_> {
         let (rows, n) = (y.nrows(), y.ncols());
         // `k > 0` and `b` is exactly the panels of `n` columns (`product` checked).
         for (p, panel) in b.chunks_exact(PANEL * k).enumerate() {
-            let cols = p * PANEL..(n - p * PANEL).min(PANEL) + p * PANEL;
+            let cols = p * PANEL..(p * PANEL + PANEL).min(n);
             let mut row = 0;
             while row < rows {
                 let block = (rows - row).min(MR);

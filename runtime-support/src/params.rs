@@ -23,6 +23,17 @@ pub const DIRECT_MAX_WEIGHTS: usize = 1 << 16;
 /// against 0.77; 64→128 s2 at 40² 0.90 against 0.69).
 pub const DIRECT_MAX_CHANNELS_IN: usize = 32;
 
+/// Most output channels a 3×3 layer with more input channels than
+/// [`DIRECT_MAX_CHANNELS_IN`] may have to run as a direct convolution (its weights
+/// within [`DIRECT_MAX_WEIGHTS`]): so narrow an output leaves Winograd's 16 products
+/// and im2col's product too few rows to run at speed. Measured in cycles on one Zen 4
+/// core, direct against the kernel it replaced: DenseNet's 128→32 at 56² 0.75× of
+/// Winograd, at 28² 0.99×, at 14² 0.90×, at 7² 0.81×; 200→32 at 14² 0.93×; 96→32 at
+/// 28² 0.98×; 64→32 at 56² 1.04×; 48→32 at 28² 0.81× of im2col, 128→24 at 28² 0.80×,
+/// 64→16 at 56² 0.59×, 64→32 s2 at 56² 0.92×. With 64 output channels Winograd wins
+/// (64→64 at 28²: direct 1.25×).
+pub const DIRECT_MAX_CHANNELS_OUT: usize = 32;
+
 /// Most input channels of a 7×7 stride-2 layer (an image network's stem) that runs as a
 /// direct convolution. Measured on one Zen 4 core, direct against im2col: ResNet-50's
 /// 3→64 at 224² 3.17 against 3.59 ms; with more input channels im2col is as fast or
@@ -40,7 +51,8 @@ pub const WINOGRAD_LANES: usize = 8;
 /// speed; 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×).
 pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;
 
-/// Least output channels for Winograd (DenseNet's 128→32 at 56×56: 1.13×).
+/// Least output channels for Winograd; with no more than
+/// [`DIRECT_MAX_CHANNELS_OUT`], the direct kernel takes the layer where its weights fit.
 pub const WINOGRAD_MIN_CHANNELS_OUT: usize = 32;
 
 /// The most floats a Winograd block's transformed input and products take together
@@ -406,11 +418,12 @@ impl Conv2d {
     }
 
     /// Whether the layer runs as a direct convolution (`kernels::conv2d`'s direct
-    /// kernel) rather than im2col + GEMM: one group, no dilation, and either a 3×3
-    /// window at stride 1 or 2 that Winograd does not take, with at most
-    /// [`DIRECT_MAX_CHANNELS_IN`] input channels, or an image stem's 7×7 window at
-    /// stride 2 over at most [`DIRECT_STEM_MAX_CHANNELS_IN`]; and at most
-    /// [`DIRECT_MAX_WEIGHTS`] weights (packed into the scratch each call).
+    /// kernel) rather than Winograd or im2col + GEMM: one group, no dilation, and
+    /// either a 3×3 window at stride 1 or 2 with at most [`DIRECT_MAX_CHANNELS_IN`]
+    /// input channels or at most [`DIRECT_MAX_CHANNELS_OUT`] output channels, or an
+    /// image stem's 7×7 window at stride 2 over at most
+    /// [`DIRECT_STEM_MAX_CHANNELS_IN`]; and at most [`DIRECT_MAX_WEIGHTS`] weights
+    /// (packed into the scratch each call). Winograd never takes such a layer.
     pub const fn direct_applies(&self) -> bool {
         let [kh, kw] = self.kernel;
         let [sh, sw] = self.stride;
@@ -418,8 +431,7 @@ impl Conv2d {
             && kw == 3
             && sh == sw
             && (sh == 1 || sh == 2)
-            && !self.winograd_applies()
-            && self.c_in <= DIRECT_MAX_CHANNELS_IN;
+            && (self.c_in <= DIRECT_MAX_CHANNELS_IN || self.c_out <= DIRECT_MAX_CHANNELS_OUT);
         let stem =
             kh == 7 && kw == 7 && sh == 2 && sw == 2 && self.c_in <= DIRECT_STEM_MAX_CHANNELS_IN;
         (three || stem)
@@ -432,7 +444,8 @@ impl Conv2d {
     /// Whether the layer runs as Winograd F(2×2, 3×3) (`kernels::conv2d_winograd`):
     /// a 3×3 window at stride 1, no dilation, one group, at least
     /// [`WINOGRAD_MIN_CHANNELS_IN`] input channels and [`WINOGRAD_MIN_CHANNELS_OUT`]
-    /// output channels. Only the channels decide among
+    /// output channels, and not a direct convolution ([`Self::direct_applies`]: too
+    /// few output channels). Only the channels decide among
     /// the layers it can run, so a build over declared ranges chooses the same at
     /// every size.
     pub const fn winograd_applies(&self) -> bool {
@@ -445,6 +458,7 @@ impl Conv2d {
             && self.group == 1
             && self.c_in >= WINOGRAD_MIN_CHANNELS_IN
             && self.c_out >= WINOGRAD_MIN_CHANNELS_OUT
+            && !self.direct_applies()
     }
 
     /// `[rows, columns]` of 2×2 output tiles (the last ones partial on an odd size).

@@ -344,6 +344,9 @@ fn direct() {
         params(1, 32, [10, 10], 8, [3, 3], [1, 1], [1, 1], [0; 4], 1),
         params(1, 16, [21, 33], 24, [3, 3], [2, 2], [1, 1], [1, 0, 0, 1], 1),
         params(1, 4, [2, 3], 9, [3, 3], [1, 1], [1, 1], [2; 4], 1),
+        // Many input channels, few output channels (DenseNet's 128→32).
+        params(1, 128, [9, 10], 32, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(1, 72, [11, 9], 20, [3, 3], [2, 2], [1, 1], [1, 0, 1, 0], 1),
     ];
     for (i, p) in cases.into_iter().enumerate() {
         assert!(p.direct_applies(), "{p:?}");
@@ -357,18 +360,20 @@ fn direct() {
             activation: Activation::Relu,
             ..stem
         },
-        67,
+        70,
     );
     check(
         params(2, 1, [15, 16], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1),
-        68,
+        71,
     );
     // Neither a 5×5 window, a 7×7 one at stride 1 or over 5 channels, nor 33 input
-    // channels.
+    // channels with 40 output channels, nor 32 output channels whose weights do not
+    // fit.
     assert!(!params(1, 3, [9, 9], 8, [5, 5], [1, 1], [1, 1], [0; 4], 1).direct_applies());
     assert!(!params(1, 3, [9, 9], 8, [7, 7], [1, 1], [1, 1], [0; 4], 1).direct_applies());
     assert!(!params(1, 5, [19, 19], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1).direct_applies());
-    assert!(!params(1, 33, [9, 9], 8, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+    assert!(!params(1, 33, [9, 9], 40, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+    assert!(!params(1, 256, [9, 9], 32, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
 }
 
 /// Batches of images with few positions each, unfolded several at a time into one

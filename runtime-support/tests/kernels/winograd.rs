@@ -47,10 +47,10 @@ fn same(n: usize, c_in: usize, hw: [usize; 2], c_out: usize) -> Conv2d {
 
 #[test]
 fn even_and_odd_sizes() {
-    check(same(1, 64, [8, 8], 32), 1);
+    check(same(1, 64, [8, 8], 40), 1);
     check(same(1, 64, [7, 7], 48), 2);
     check(same(2, 65, [9, 14], 40), 3);
-    check(same(1, 64, [1, 1], 32), 4);
+    check(same(1, 64, [1, 1], 40), 4);
     check(same(1, 72, [2, 17], 35), 5);
 }
 
@@ -66,7 +66,7 @@ fn every_padding() {
     .into_iter()
     .enumerate()
     {
-        let p = params(1, 64, [10, 11], 32, [3, 3], [1, 1], [1, 1], pads, 1);
+        let p = params(1, 64, [10, 11], 40, [3, 3], [1, 1], [1, 1], pads, 1);
         check(p, 10 + k as u64);
     }
 }
@@ -78,7 +78,7 @@ fn blocks_across_tile_rows() {
     let p = same(1, 64, [30, 230], 64);
     assert!(p.winograd_tiles()[1] > p.winograd_block());
     check(p, 20);
-    let p = same(1, 64, [57, 21], 32);
+    let p = same(1, 64, [57, 21], 40);
     assert!(p.winograd_tiles()[0] * p.winograd_tiles()[1] > 3 * p.winograd_block());
     check(p, 21);
 }
@@ -97,18 +97,19 @@ fn fused_activations() {
     for (k, &act) in ACTIVATIONS.iter().enumerate() {
         let p = Conv2d {
             activation: act,
-            ..same(1, 64, [9, 9], 32)
+            ..same(1, 64, [9, 9], 40)
         };
         check(p, 40 + k as u64);
     }
 }
 
 /// Layers the kernel does not take: stride 2, groups, dilation, other windows, few
-/// channels.
+/// channels (32 output channels go to the direct kernel where their weights fit).
 #[test]
 fn applies_only_to_three_by_three_stride_one() {
-    let ok = same(1, 64, [8, 8], 32);
+    let ok = same(1, 64, [8, 8], 40);
     assert!(ok.winograd_applies());
+    assert!(same(1, 256, [8, 8], 32).winograd_applies());
     for p in [
         Conv2d {
             stride: [2, 2],
@@ -129,6 +130,7 @@ fn applies_only_to_three_by_three_stride_one() {
         },
         Conv2d { c_in: 63, ..ok },
         Conv2d { c_out: 31, ..ok },
+        Conv2d { c_out: 32, ..ok },
     ] {
         assert!(!p.winograd_applies(), "{p:?}");
     }

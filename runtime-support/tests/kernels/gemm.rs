@@ -248,12 +248,13 @@ fn gemm_writes_only_y() {
 }
 
 /// B packed at compile time: every row count a register block can end with (1–6
-/// rows, and several blocks), panels full, partial and several, and `k` of 0 and 1.
+/// rows, and several blocks), panels full, partial (of one vector or less, the
+/// kernel's half-width case, and of more) and several, and `k` of 0 and 1.
 #[test]
 fn matmul_packed_matches_reference() {
     let mut seed = 300;
     for m in [1, 2, 3, 4, 5, 6, 7, 13, 20] {
-        for n in [1, 5, PANEL, PANEL + 1, 2 * PANEL + 7] {
+        for n in [1, 5, PANEL, PANEL + 1, PANEL + 8, PANEL + 9, 2 * PANEL + 7] {
             for k in [0, 1, 3, 40] {
                 seed += 1;
                 let mut rng = Rng::new(seed);

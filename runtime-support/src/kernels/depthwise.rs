@@ -126,7 +126,7 @@ impl WithSimd for Block<'_> {
             let last = first + (p.kernel[0] - 1) * p.dilation[0];
             for r in loaded.max(first)..=last {
                 let slot = &mut ring[(r % ring_rows) * t.row_len..][..t.row_len];
-                interleave_row(p, x, channels, r, slot, transpose);
+                interleave_row(p, x, channels, r, slot, transpose, 0.0);
             }
             loaded = last + 1;
             output_row(s, &t, ring, oh, out_row);
@@ -139,25 +139,27 @@ impl WithSimd for Block<'_> {
 }
 
 /// Writes padded input row `r` of the block's `channels` planes into `slot` as
-/// `[position][channel]`, its padding (and the slot's tail) as zeros.
+/// `[position][channel]`, its padding (and the slot's tail) as `pad` (zero for a
+/// convolution; pooling's identity).
 #[inline(always)]
-fn interleave_row(
+pub(super) fn interleave_row(
     p: &Conv2d,
     x: &[f32],
     channels: usize,
     r: usize,
     slot: &mut [f32],
     transpose: Transpose,
+    pad_value: f32,
 ) {
     let [top, left, _, _] = p.pads;
     let Some(ih) = r.checked_sub(top).filter(|&ih| ih < p.h_in) else {
-        slot.fill(0.0);
+        slot.fill(pad_value);
         return;
     };
     let (pad, rest) = slot.split_at_mut(left * BLOCK);
-    pad.fill(0.0);
+    pad.fill(pad_value);
     let (inside, pad) = rest.split_at_mut(p.w_in * BLOCK);
-    pad.fill(0.0);
+    pad.fill(pad_value);
     let plane_in = p.h_in * p.w_in;
     let src = |c: usize| &x[c * plane_in + ih * p.w_in..][..p.w_in];
     #[cfg(target_arch = "x86_64")]
@@ -238,6 +240,10 @@ pub(super) fn deinterleave_row(
             let planes = avx::transpose(v3, bytemuck::cast_slice(tile).try_into().unwrap());
             for (c, plane) in planes.iter().enumerate() {
                 let dst = &mut out[c * plane_out + oh * p.w_out + start..];
+                if p.w_out >= BLOCK {
+                    dst[..BLOCK].copy_from_slice(plane);
+                    continue;
+                }
                 for (j, v) in plane.iter().enumerate() {
                     if j < p.w_out {
                         dst[j] = *v;
@@ -268,9 +274,19 @@ pub(super) enum Transpose {
 impl Transpose {
     #[inline(always)]
     pub(super) fn new<S: Simd>(channels: usize) -> Self {
+        if S::F32_LANES == BLOCK {
+            Self::for_channels(channels)
+        } else {
+            Transpose::Scalar
+        }
+    }
+
+    /// AVX2 shuffles for a full block wherever the CPU has them, whatever code
+    /// calls them (pooling's plain loops, compiled by `vectorize!`).
+    #[inline(always)]
+    pub(super) fn for_channels(channels: usize) -> Self {
         #[cfg(target_arch = "x86_64")]
         if channels == BLOCK
-            && S::F32_LANES == BLOCK
             && let Some(v3) = pulp::x86::V3::try_new()
         {
             return Transpose::Avx(v3);

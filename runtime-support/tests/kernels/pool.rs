@@ -246,6 +246,31 @@ fn pools_match_reference() {
     }
 }
 
+/// Narrow planes pooled in interleaved blocks of eight (full blocks, whose rows go
+/// through the AVX2 transposes, and a partial one), on the zoo's shapes: each must
+/// match the reference, and the plane-by-plane overlapping pool bit for bit (an
+/// average folds its taps in the same order both ways).
+#[test]
+fn interleaved_blocks() {
+    for (i, kind) in KINDS.into_iter().enumerate() {
+        let s = 100 + i as u64 * 10;
+        let with = |c: usize, hw: usize, k: usize, st: usize, pads: [usize; 4], ceil: bool| {
+            params(kind, c, [hw, hw], [k, k], [st, st], [1, 1], pads, ceil)
+        };
+        // SqueezeNet's and Inception's stride-2 max pools, odd and even planes.
+        check(with(19, 27, 3, 2, [0; 4], false), s);
+        check(with(13, 14, 3, 2, [0, 0, 1, 1], false), s + 1);
+        check(with(9, 28, 3, 2, [0; 4], true), s + 2);
+        // Inception's stride-1 3×3 pools, DenseNet's 2×2 stride-2 average, a 7×7
+        // plane pooled whole, YOLO's 5×5 SPPF.
+        check(with(21, 14, 3, 1, [1; 4], false), s + 3);
+        check(with(11, 7, 3, 1, [1; 4], false), s + 4);
+        check(with(17, 28, 2, 2, [0; 4], false), s + 5);
+        check(with(20, 7, 7, 1, [0; 4], false), s + 6);
+        check(with(8, 10, 5, 1, [2; 4], false), s + 7);
+    }
+}
+
 #[test]
 fn reduce_mean_rows() {
     for (outer, inner) in [(1, 1), (3, 49), (2, 257), (5, 8), (64, 7)] {

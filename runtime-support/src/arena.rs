@@ -16,6 +16,7 @@
 //! handing them out that no output plane lands on an input plane not yet read.
 
 use crate::Error;
+use std::ops::Range;
 
 /// Base alignment of every arena, in bytes. Planned offsets are multiples of the plan's
 /// alignment, which never exceeds this.
@@ -166,6 +167,30 @@ impl Overlapped<'_> {
     /// Elements of the whole input and the whole output.
     pub fn lens(&self) -> (usize, usize) {
         (self.planes * self.x_plane, self.planes * self.y_plane)
+    }
+
+    /// Input planes `planes`, for a kernel that reads a block of planes whole before it
+    /// writes their outputs ([`Overlapped::outputs`]).
+    pub fn inputs(&self, planes: Range<usize>) -> &[f32] {
+        assert!(
+            planes.start <= planes.end && planes.end <= self.planes,
+            "planes {planes:?} of {}",
+            self.planes
+        );
+        &self.span[self.x_at + planes.start * self.x_plane..][..planes.len() * self.x_plane]
+    }
+
+    /// Output planes `planes`, written once their input planes have been read
+    /// ([`Overlapped::inputs`]): they lie on no input plane after the block (each
+    /// output plane lies on no input plane from its own on, proved when `self` was
+    /// made), only on the block's own and earlier ones.
+    pub fn outputs(&mut self, planes: Range<usize>) -> &mut [f32] {
+        assert!(
+            planes.start <= planes.end && planes.end <= self.planes,
+            "planes {planes:?} of {}",
+            self.planes
+        );
+        &mut self.span[self.y_at + planes.start * self.y_plane..][..planes.len() * self.y_plane]
     }
 
     /// Input plane `q` (read) and output plane `q` (written). They are disjoint, and the

@@ -38,9 +38,10 @@
 //! tails. Measured in cycles on one Zen 4 core against the planar paths: max 3×3 s2
 //! on 576×14² −60 %, on 320×28² −34 %, on 256×27² −40 %; 3×3 s1 on 1024×7² −24 %,
 //! average on 576×14² −25 %; a 7×7 plane averaged whole −62 %; 2×2 s2 average
-//! (DenseNet) −49 %; 5×5 s1 on 128×10² (YOLO's SPPF) −41 %. The overlapping variant
-//! stays plane by plane (an interleaved block would write an output plane while later
-//! planes of its block are unread); the taps fold in the same order either way.
+//! (DenseNet) −49 %; 5×5 s1 on 128×10² (YOLO's SPPF) −41 %. A block's outputs are
+//! kept until its inputs are all read, so the overlapping variant takes the same path
+//! (an output plane may lie on earlier input planes of its block). The taps fold in
+//! the planar paths' order.
 
 use super::depthwise::{Transpose, deinterleave_row, interleave_row};
 use super::simd::{self, vectorize};
@@ -62,7 +63,7 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
     if y.is_empty() {
         return;
     }
-    let pool = Pooling::new(p, true);
+    let pool = Pooling::new(p);
     // Planes are independent: with worker threads, each takes a group of whole planes
     // (one group per thread, so that the buffers are set up once per thread), whole
     // blocks of them where blocks are interleaved.
@@ -94,11 +95,18 @@ pub fn pool2d_overlapping(p: &Pool2d, mut xy: Overlapped<'_>) {
     if plane_out == 0 {
         return;
     }
-    // Plane by plane: an interleaved block would write a plane's output while
-    // later planes of its block are still unread.
-    let pool = Pooling::new(p, false);
+    let pool = Pooling::new(p);
     vectorize!({
         let mut bufs = Buffers::new(pool.identity());
+        if let Path::Interleaved(geometry) = &pool.path {
+            // A block's inputs are read whole before its outputs are written.
+            for start in (0..planes).step_by(BLOCK) {
+                let block = start..(start + BLOCK).min(planes);
+                pool.interleaved_block(geometry, xy.inputs(block.clone()), &mut bufs);
+                pool.write_block(geometry, &bufs, xy.outputs(block));
+            }
+            return;
+        }
         for q in 0..planes {
             let (x, out) = xy.plane(q);
             pool.planes(x, out, &mut bufs);
@@ -227,21 +235,19 @@ fn interleaved(p: &Pool2d) -> Option<Conv2d> {
         activation: Activation::None,
     };
     // The ring of input rows, the ring of their across-results (or one row folded
-    // down) and the output row.
+    // down), and the block's output (with room for its last row's whole tiles).
     let [ring, row, tiles] = geometry.depthwise_rows();
     let fits = p.w_out < INTERLEAVED_MAX_WIDTH
         && p.kernel[0] > 0
         && p.kernel[1] > 0
         && ring * row * BLOCK <= BAND_MAX
         && (ring * p.w_out).max(row) * BLOCK <= BAND_MAX
-        && tiles * BLOCK <= BAND_MAX;
+        && (p.h_out * p.w_out + tiles) * BLOCK <= BAND_MAX;
     fits.then_some(geometry)
 }
 
 impl Pooling {
-    /// The geometry of `p`, pooled interleaved where `interleave` allows and the
-    /// planes suit it.
-    fn new(p: &Pool2d, interleave: bool) -> Self {
+    fn new(p: &Pool2d) -> Self {
         let win = Window::new(
             [p.h_in, p.w_in],
             [p.h_out, p.w_out],
@@ -258,9 +264,7 @@ impl Pooling {
             && p.pads[1] + p.pads[3] == reach(1)
             && p.h_in * p.w_in <= BAND_MAX;
         let path = match Bands::new(&win) {
-            _ if let Some(geometry) = interleaved(p).filter(|_| interleave) => {
-                Path::Interleaved(geometry)
-            }
+            _ if let Some(geometry) = interleaved(p) => Path::Interleaved(geometry),
             _ if same => Path::Same,
             Some(bands) if p.stride[0] >= 2 => Path::Rows(bands),
             Some(bands) => Path::Bands(bands),
@@ -313,6 +317,15 @@ impl Pooling {
         }
     }
 
+    /// [`Pooling::reduce_interleaved`] with this pooling's reduction.
+    #[inline(always)]
+    fn interleaved_block(&self, geometry: &Conv2d, x: &[f32], bufs: &mut Buffers) {
+        match self.kind {
+            PoolKind::Max => self.reduce_interleaved(geometry, x, bufs, f32::max),
+            PoolKind::Average { .. } => self.reduce_interleaved(geometry, x, bufs, |a, b| a + b),
+        }
+    }
+
     /// `out[o] = f(..f(identity, x[tap 0])..)` over each window's taps inside its
     /// plane, divided by the tap count for an average. The paths below take the
     /// identity from [`Pooling::identity`].
@@ -349,15 +362,17 @@ impl Pooling {
                 let blocks = out.chunks_mut(BLOCK * plane_out).enumerate();
                 for (b, out) in blocks {
                     let x = &x[b * BLOCK * plane_in..][..out.len() / plane_out * plane_in];
-                    self.reduce_interleaved(&geometry, x, out, bufs, f);
+                    self.reduce_interleaved(&geometry, x, bufs, f);
+                    self.write_block(&geometry, bufs, out);
                 }
             }
         }
     }
 
-    /// [`Path::Interleaved`]: one block of at most [`BLOCK`] planes, interleaved as
-    /// `[position][channel]` so that every operation below is a flat run over whole
-    /// positions, however short the rows. A ring holds the input rows one output row
+    /// [`Path::Interleaved`]: the outputs of one block of at most [`BLOCK`] input
+    /// planes `x`, into `bufs.down` as `[position][channel]` (written out by
+    /// [`Pooling::write_block`]), so that every operation below is a flat run over
+    /// whole positions, however short the rows. A ring holds the input rows one output row
     /// reads, padding as the identity. The taps fold in the planar paths' order, so
     /// that an average has the same bits either way: at vertical stride 1 each input
     /// row is folded across once, as it enters (a second ring), and an output row is
@@ -368,13 +383,12 @@ impl Pooling {
         &self,
         geometry: &Conv2d,
         x: &[f32],
-        out: &mut [f32],
         bufs: &mut Buffers,
         f: impl Fn(f32, f32) -> f32 + Copy,
     ) {
         let (h, w) = (&self.win.h, &self.win.w);
-        let channels = out.len() / (h.out_len * w.out_len);
-        let [ring_rows, row, tiles] = geometry.depthwise_rows();
+        let channels = x.len() / (h.in_len * w.in_len);
+        let [ring_rows, row, _] = geometry.depthwise_rows();
         let (row_len, out_len) = (row * BLOCK, w.out_len * BLOCK);
         // Positions of a padded row that some window reads (`depthwise_rows` made
         // every ring row at least this long).
@@ -397,7 +411,7 @@ impl Pooling {
                 }
             }
             loaded = last + 1;
-            let out_row = &mut down[..out_len];
+            let out_row = &mut down[oh * out_len..][..out_len];
             let slots = (0..h.kernel).map(|ki| (first + ki * h.dilation) % ring_rows);
             if across_first {
                 let rows = slots.map(|slot| &across[slot * out_len..][..out_len]);
@@ -423,8 +437,22 @@ impl Pooling {
                     }
                 }
             }
-            // Whole tiles: the last is read shifted back to end with the row.
-            deinterleave_row(geometry, &down[..tiles * BLOCK], oh, out, transpose);
+        }
+    }
+
+    /// Writes the block's outputs from `bufs.down` ([`Pooling::reduce_interleaved`])
+    /// to its planes `out`.
+    #[inline(always)]
+    fn write_block(&self, geometry: &Conv2d, bufs: &Buffers, out: &mut [f32]) {
+        let (h, w) = (&self.win.h, &self.win.w);
+        let [_, _, tiles] = geometry.depthwise_rows();
+        let transpose = Transpose::for_channels(out.len() / (h.out_len * w.out_len));
+        for oh in 0..h.out_len {
+            // Whole tiles from the row's start: the last is read shifted back to end
+            // with the row, or past it on a row narrower than a tile (`interleaved`
+            // left room).
+            let row = &bufs.down[oh * w.out_len * BLOCK..][..tiles * BLOCK];
+            deinterleave_row(geometry, row, oh, out, transpose);
         }
     }
 

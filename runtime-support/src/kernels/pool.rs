@@ -219,6 +219,9 @@ const INTERLEAVED_MAX_WIDTH: usize = 16;
 /// depthwise kernel's interleaving, if its ring of input rows and its output row fit
 /// the buffers.
 fn interleaved(p: &Pool2d) -> Option<Conv2d> {
+    if p.kernel[0] == 0 || p.kernel[1] == 0 || p.w_out >= INTERLEAVED_MAX_WIDTH {
+        return None;
+    }
     let geometry = Conv2d {
         n: 1,
         c_in: BLOCK,
@@ -237,10 +240,7 @@ fn interleaved(p: &Pool2d) -> Option<Conv2d> {
     // The ring of input rows, the ring of their across-results (or one row folded
     // down), and the block's output (with room for its last row's whole tiles).
     let [ring, row, tiles] = geometry.depthwise_rows();
-    let fits = p.w_out < INTERLEAVED_MAX_WIDTH
-        && p.kernel[0] > 0
-        && p.kernel[1] > 0
-        && ring * row * BLOCK <= BAND_MAX
+    let fits = ring * row * BLOCK <= BAND_MAX
         && (ring * p.w_out).max(row) * BLOCK <= BAND_MAX
         && (p.h_out * p.w_out + tiles) * BLOCK <= BAND_MAX;
     fits.then_some(geometry)
@@ -374,7 +374,7 @@ impl Pooling {
     /// [`Pooling::write_block`]), so that every operation below is a flat run over
     /// whole positions, however short the rows. A ring holds the input rows one output row
     /// reads, padding as the identity. The taps fold in the planar paths' order, so
-    /// that an average has the same bits either way: at vertical stride 1 each input
+    /// that an average has the same bits whichever path a shape takes: at vertical stride 1 each input
     /// row is folded across once, as it enters (a second ring), and an output row is
     /// its window rows' across-results folded down; at stride 2 or more
     /// ([`Path::Rows`]' order) the window rows fold down first, then across.

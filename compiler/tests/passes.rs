@@ -174,3 +174,36 @@ fn residual_adds_fuse_into_one_by_one_convolutions_on_the_cpu() {
     });
     assert_eq!(kinds(&shared, &cpu), ["Conv", "Conv", "Add"]);
 }
+
+/// An AveragePool whose window is its whole unpadded plane lowers to the mean per plane
+/// (`Kernel::ReduceMean`, as GlobalAveragePool does); a padded or smaller window, and a
+/// MaxPool over the whole plane, stay pools.
+#[test]
+fn whole_plane_average_pools_lower_to_a_mean() {
+    use kiln_compiler::lower::Kernel;
+    let kinds = |op: &str, kernel: i64, pads: i64| -> Vec<&'static str> {
+        let model = Model::new(13)
+            .input("x", &[2, 3, 7, 7])
+            .node(
+                Node::new(op, &["x"], &["y"])
+                    .ints("kernel_shape", &[kernel, kernel])
+                    .ints("pads", &[pads; 4]),
+            )
+            .output("y");
+        let c =
+            compile_bytes(&model.bytes(), "t.onnx", "t", &Options::default()).expect("compiles");
+        let out = c.program.steps.iter().map(|s| match s.kernel {
+            Kernel::ReduceMean(p) => {
+                assert_eq!((p.outer, p.inner), (6, 49));
+                "mean"
+            }
+            Kernel::Pool2d(_) => "pool",
+            _ => "other",
+        });
+        out.collect()
+    };
+    assert_eq!(kinds("AveragePool", 7, 0), ["mean"]);
+    assert_eq!(kinds("AveragePool", 7, 1), ["pool"]);
+    assert_eq!(kinds("AveragePool", 5, 0), ["pool"]);
+    assert_eq!(kinds("MaxPool", 7, 0), ["pool"]);
+}

@@ -206,6 +206,23 @@ impl Operator for Pool {
         };
         let x = cx.operand(0)?;
         let out = cx.output(0)?;
+        // An average over each whole plane, no padding (ResNet's, DenseNet's and the
+        // Inceptions' heads), is a mean per plane: one pass of the reduction kernel
+        // instead of a window pooled through interleaved blocks (2048 × 7²: 0.11 ms
+        // as a pool). Not where the shapes vary over a build's ranges, where the
+        // window would not cover every size's plane.
+        let whole_plane = p.kernel == [p.h_in, p.w_in]
+            && p.pads == [0; 4]
+            && p.dilation == [1, 1]
+            && (p.h_out, p.w_out) == (1, 1);
+        if self.average.is_some() && whole_plane && !cx.shapes_vary() {
+            let mean = params::ReduceMean {
+                outer: p.n * p.c,
+                inner: p.h_in * p.w_in,
+            };
+            cx.step(Kernel::ReduceMean(mean), vec![x], out);
+            return Ok(());
+        }
         cx.step(Kernel::Pool2d(p), vec![x], out);
         Ok(())
     }

@@ -713,7 +713,7 @@ fn bench_yolo_convolutions() {
 }
 
 /// The layers the direct kernel takes (`Conv2d::direct_applies`): SqueezeNet's stem and
-/// early 3×3 expands, YOLOv8n's first layers.
+/// early 3×3 expands, YOLOv8n's first layers, DenseNet's narrow 3×3 layers.
 #[test]
 #[ignore = "benchmark"]
 fn bench_direct_convolutions() {
@@ -727,6 +727,9 @@ fn bench_direct_convolutions() {
         conv(16, 16, 80, 3, 1, relu),
         conv(32, 64, 80, 3, 2, relu),
         conv(32, 32, 40, 3, 1, relu),
+        // DenseNet's 128→32 (few output channels).
+        conv(128, 32, 56, 3, 1, relu),
+        conv(128, 32, 28, 3, 1, relu),
     ];
     assert!(layers.iter().all(Conv2d::direct_applies));
     time_layers("direct", &layers);
@@ -858,6 +861,9 @@ fn bench_pools() {
         pool(average, [1024, 7, 7], 3, 1, [1; 4]),
         pool(average, [128, 56, 56], 2, 2, [0; 4]),
         pool(average, [136, 28, 28], 3, 2, [1; 4]),
+        // A 7×7 plane averaged whole (ResNet's head) and YOLOv8n-320's 5×5 SPPF.
+        pool(average, [2048, 7, 7], 7, 1, [0; 4]),
+        pool(max, [128, 10, 10], 5, 1, [2; 4]),
     ];
     let most = |f: &dyn Fn(&Pool2d) -> usize| pools.iter().map(f).max().unwrap_or(0);
     let len = |p: &Pool2d| p.c * p.h_in * p.w_in;

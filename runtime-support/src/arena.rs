@@ -172,11 +172,7 @@ impl Overlapped<'_> {
     /// Input planes `planes`, for a kernel that reads a block of planes whole before it
     /// writes their outputs ([`Overlapped::outputs`]).
     pub fn inputs(&self, planes: Range<usize>) -> &[f32] {
-        assert!(
-            planes.start <= planes.end && planes.end <= self.planes,
-            "planes {planes:?} of {}",
-            self.planes
-        );
+        self.check_block(&planes);
         &self.span[self.x_at + planes.start * self.x_plane..][..planes.len() * self.x_plane]
     }
 
@@ -185,12 +181,17 @@ impl Overlapped<'_> {
     /// output plane lies on no input plane from its own on, proved when `self` was
     /// made), only on the block's own and earlier ones.
     pub fn outputs(&mut self, planes: Range<usize>) -> &mut [f32] {
+        self.check_block(&planes);
+        &mut self.span[self.y_at + planes.start * self.y_plane..][..planes.len() * self.y_plane]
+    }
+
+    /// Panics unless `planes` is a block of this call's planes.
+    fn check_block(&self, planes: &Range<usize>) {
         assert!(
             planes.start <= planes.end && planes.end <= self.planes,
             "planes {planes:?} of {}",
             self.planes
         );
-        &mut self.span[self.y_at + planes.start * self.y_plane..][..planes.len() * self.y_plane]
     }
 
     /// Input plane `q` (read) and output plane `q` (written). They are disjoint, and the

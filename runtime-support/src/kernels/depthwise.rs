@@ -139,8 +139,8 @@ impl WithSimd for Block<'_> {
 }
 
 /// Writes padded input row `r` of the block's `channels` planes into `slot` as
-/// `[position][channel]`, its padding (and the slot's tail) as `pad` (zero for a
-/// convolution; pooling's identity).
+/// `[position][channel]`, its padding (and the slot's tail) as `pad_value` (zero for
+/// a convolution; pooling's identity).
 #[inline(always)]
 pub(super) fn interleave_row(
     p: &Conv2d,

@@ -216,7 +216,7 @@ impl Bands {
 const INTERLEAVED_MAX_WIDTH: usize = 16;
 
 /// The pooling window as the geometry of a depthwise layer over one block, for the
-/// depthwise kernel's interleaving, if its ring of input rows and its output row fit
+/// depthwise kernel's interleaving, if its rings of rows and the block's outputs fit
 /// the buffers.
 fn interleaved(p: &Pool2d) -> Option<Conv2d> {
     if p.kernel[0] == 0 || p.kernel[1] == 0 || p.w_out >= INTERLEAVED_MAX_WIDTH {
@@ -372,12 +372,13 @@ impl Pooling {
     /// [`Path::Interleaved`]: the outputs of one block of at most [`BLOCK`] input
     /// planes `x`, into `bufs.down` as `[position][channel]` (written out by
     /// [`Pooling::write_block`]), so that every operation below is a flat run over
-    /// whole positions, however short the rows. A ring holds the input rows one output row
-    /// reads, padding as the identity. The taps fold in the planar paths' order, so
-    /// that an average has the same bits whichever path a shape takes: at vertical stride 1 each input
-    /// row is folded across once, as it enters (a second ring), and an output row is
-    /// its window rows' across-results folded down; at stride 2 or more
-    /// ([`Path::Rows`]' order) the window rows fold down first, then across.
+    /// whole positions, however short the rows. A ring holds the input rows one
+    /// output row reads, padding as the identity. The taps fold in the planar paths'
+    /// order, so that an average has the same bits whichever path a shape takes: at
+    /// vertical stride 1 each input row is folded across once, as it enters (a second
+    /// ring), and an output row is its window rows' across-results folded down; at
+    /// stride 2 or more ([`Path::Rows`]' order) the window rows fold down first, then
+    /// across.
     #[inline(always)]
     fn reduce_interleaved(
         &self,
@@ -392,7 +393,7 @@ impl Pooling {
         let (row_len, out_len) = (row * BLOCK, w.out_len * BLOCK);
         // Positions of a padded row that some window reads (`depthwise_rows` made
         // every ring row at least this long).
-        let reach = ((w.out_len - 1) * w.stride + (w.kernel - 1) * w.dilation + 1) * BLOCK;
+        let reach = span(w, w.out_len) * BLOCK;
         let Buffers { copy, across, down } = bufs;
         let ring = &mut copy[..ring_rows * row_len];
         let transpose = Transpose::for_channels(channels);

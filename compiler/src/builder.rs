@@ -83,7 +83,7 @@ impl Builder {
         self
     }
 
-    /// Whether 3×3 stride-1 convolutions may run as Winograd F(2×2, 3×3) on the CPU
+    /// Whether 3×3 stride-1 convolutions may run as Winograd F(2×2) or F(4×4) on the CPU
     /// (default `true`; see [`crate::Options::winograd`]).
     pub fn winograd(mut self, yes: bool) -> Self {
         self.options.winograd = yes;

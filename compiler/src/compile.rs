@@ -69,9 +69,11 @@ pub struct Options {
     pub alignment: usize,
     pub target: Target,
     /// Run 3×3 stride-1 convolutions with at least 64 input and 32 output channels as
-    /// Winograd F(2×2, 3×3) on the CPU target (default on): 2.25 times fewer multiply-adds,
-    /// sums in another order (outputs differ from the direct sum by a few ulps of their
-    /// terms). Off, every convolution is a direct or im2col sum.
+    /// Winograd F(2×2, 3×3), or F(4×4, 3×3) on planes of at least 16 of its tiles, on
+    /// the CPU target (default on): 2.25 or 4 times fewer multiply-adds, sums in
+    /// another order (outputs differ from the direct sum by a few ulps of their terms,
+    /// about 1e-5 of their scale with F(4×4)). Off, every convolution is a direct or
+    /// im2col sum.
     pub winograd: bool,
     pub weights: WeightsMode,
     /// Path of the runtime crate in generated code.

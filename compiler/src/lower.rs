@@ -46,10 +46,11 @@ pub enum Operand {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kernel {
     Conv2d(params::Conv2d),
-    /// A 3×3 stride-1 convolution as Winograd F(2×2, 3×3), its weights operand
-    /// transformed at compile time (`kiln_runtime::kernels::winograd_weights`). CPU
-    /// only: lowering chooses it where [`Choices::winograd`] allows.
-    Winograd(params::Conv2d),
+    /// A 3×3 stride-1 convolution as Winograd F(2×2, 3×3) or F(4×4, 3×3), its weights
+    /// operand transformed at compile time for that variant
+    /// (`kiln_runtime::kernels::winograd_weights`). CPU only: lowering chooses it
+    /// where [`Choices::winograd`] allows.
+    Winograd(params::Conv2d, params::Winograd),
     /// A convolution with the `Add` after it fused in (`kiln_runtime::kernels::
     /// conv2d_residual`): operands X, W, the residual, then the bias if any. CPU only:
     /// the fusion pass runs where [`Choices::residual_adds`] allows.

@@ -109,7 +109,7 @@ struct ModelArgs {
     /// Arena offset alignment in bytes.
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     alignment: usize,
-    /// Compute every convolution as a direct or im2col sum: no Winograd F(2×2, 3×3)
+    /// Compute every convolution as a direct or im2col sum: no Winograd F(2×2) or F(4×4)
     /// for 3×3 stride-1 layers (whose sums it reorders).
     #[arg(long)]
     no_winograd: bool,

@@ -239,7 +239,7 @@ impl Args {
                     return Err(twice());
                 }
                 let yes: syn::LitBool = raw.value(
-                    "`true` (the default: 3×3 stride-1 convolutions as Winograd F(2×2, 3×3)) \
+                    "`true` (the default: 3×3 stride-1 convolutions as Winograd F(2×2) or F(4×4)) \
                      or `false`",
                 )?;
                 self.winograd = Some(yes.value);

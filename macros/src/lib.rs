@@ -33,7 +33,7 @@
 //!     target = cpu | cuda              code generation target (default cpu); cuda: kernel
 //!                                      launches through kiln_runtime::cuda (see below)
 //!     winograd = true | false          3×3 stride-1 convolutions with >= 64 input channels
-//!                                      as Winograd F(2×2, 3×3) on the CPU (default true)
+//!                                      as Winograd F(2×2) or F(4×4) on the CPU (default true)
 //!     runtime = PATH                   the kiln-runtime crate's path in the generated code
 //!                                      (default `::kiln_runtime`)
 //! ```

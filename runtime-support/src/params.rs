@@ -43,7 +43,7 @@ pub const DIRECT_STEM_MAX_CHANNELS_IN: usize = 4;
 /// Tiles the Winograd kernel transforms together.
 pub const WINOGRAD_LANES: usize = 8;
 
-/// Least input channels for which a 3×3 convolution runs as Winograd F(2×2, 3×3)
+/// Least input channels for which a 3×3 convolution runs as Winograd
 /// ([`Conv2d::winograd_applies`]): each of its 16 products sums over the input
 /// channels alone, and the output transform costs the same for every output channel
 /// whatever their count, so with few input channels im2col is faster (measured on one
@@ -61,6 +61,46 @@ pub const WINOGRAD_MIN_CHANNELS_OUT: usize = 32;
 /// (blocks twice as wide, up to 1.4× faster on 128 channels at 112×112) took their
 /// arenas from 0.71/0.85 to 0.78/0.93 of the liveness bound.
 pub const WINOGRAD_BLOCK_FLOATS: usize = 1 << 16;
+
+/// Least F(4×4) tiles (4×4 outputs each) for which a Winograd layer runs as
+/// F(4×4, 3×3) ([`Conv2d::winograd`]) rather than F(2×2, 3×3): 2.25 multiply-adds an
+/// output against 4, and fewer transformed values, but 36 matrices of weights where
+/// F(2×2) has 16, each read for a block's tiles, and tiles that overrun a side not a
+/// multiple of 4 by more. Measured in cycles on one Zen 4 core, F(4×4) against
+/// F(2×2): 64→64 at 56² 0.87×, 128→128 at 28² 0.73×, 256→256 at 14² 0.74×, 64→256 and
+/// 128→128 at 13² (16 tiles) 0.69× and 0.79×, 64→64 at 20² 0.93×; with 9 tiles
+/// 128→128 at 12² 1.05×, 128→128 at 10² 1.15×, 256→64 at 10² 1.27×; 512→512 at 7²
+/// (4 tiles) 2.4×.
+pub const WINOGRAD_F4_MIN_TILES: usize = 16;
+
+/// A Winograd minimal filtering of 3×3 windows at stride 1 (`kernels::conv2d_winograd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Winograd {
+    /// F(2×2, 3×3): 2×2 output tiles from 4×4 input patches, 16 products.
+    F2,
+    /// F(4×4, 3×3): 4×4 output tiles from 6×6 input patches, 36 products.
+    F4,
+}
+
+impl Winograd {
+    /// Outputs per tile side.
+    pub const fn tile(self) -> usize {
+        match self {
+            Self::F2 => 2,
+            Self::F4 => 4,
+        }
+    }
+
+    /// Input patch side: the tile and the window's overhang.
+    pub const fn patch(self) -> usize {
+        self.tile() + 2
+    }
+
+    /// Elementwise products per tile (and matrix products per block).
+    pub const fn products(self) -> usize {
+        self.patch() * self.patch()
+    }
+}
 
 /// Highest tensor rank the broadcasting and transposing kernels handle.
 pub const MAX_RANK: usize = 6;
@@ -441,7 +481,7 @@ impl Conv2d {
             && self.c_out * self.c_in * kh * kw <= DIRECT_MAX_WEIGHTS
     }
 
-    /// Whether the layer runs as Winograd F(2×2, 3×3) (`kernels::conv2d_winograd`):
+    /// Whether the layer runs as Winograd (`kernels::conv2d_winograd`, [`Self::winograd`]):
     /// a 3×3 window at stride 1, no dilation, one group, at least
     /// [`WINOGRAD_MIN_CHANNELS_IN`] input channels and [`WINOGRAD_MIN_CHANNELS_OUT`]
     /// output channels, and not a direct convolution ([`Self::direct_applies`]: too
@@ -461,19 +501,33 @@ impl Conv2d {
             && !self.direct_applies()
     }
 
-    /// `[rows, columns]` of 2×2 output tiles (the last ones partial on an odd size).
-    pub const fn winograd_tiles(&self) -> [usize; 2] {
-        [self.h_out.div_ceil(2), self.w_out.div_ceil(2)]
+    /// The Winograd variant a layer of this shape runs as, where it runs as Winograd
+    /// at all: F(4×4, 3×3) where its output has at least [`WINOGRAD_F4_MIN_TILES`]
+    /// of its tiles, else F(2×2, 3×3). A build over declared ranges takes F(2×2) at
+    /// every size (the compiler's choice: the weights differ).
+    pub const fn winograd(&self) -> Winograd {
+        let [rows, cols] = self.winograd_tiles(Winograd::F4);
+        if rows * cols >= WINOGRAD_F4_MIN_TILES {
+            Winograd::F4
+        } else {
+            Winograd::F2
+        }
     }
 
-    /// Tiles per Winograd block: its transformed input (16 floats per tile and input
-    /// channel) and its products (16 per tile and output channel) share one region of
-    /// `16·max(c_in, c_out) + min(c_in, c_out)` floats a tile, which stays within
-    /// [`WINOGRAD_BLOCK_FLOATS`]; between 16 and 96 tiles, a whole number of lane
-    /// groups, and no more than the image has.
-    pub const fn winograd_block(&self) -> usize {
-        let [rows, cols] = self.winograd_tiles();
-        let mut block = WINOGRAD_BLOCK_FLOATS / self.winograd_floats_per_tile();
+    /// `[rows, columns]` of `v`'s output tiles (the last ones partial where the size
+    /// is not a multiple of the tile's side).
+    pub const fn winograd_tiles(&self, v: Winograd) -> [usize; 2] {
+        [self.h_out.div_ceil(v.tile()), self.w_out.div_ceil(v.tile())]
+    }
+
+    /// Tiles per Winograd block: its transformed input (`v.products()` floats per tile
+    /// and input channel) and its products (as many per tile and output channel) share
+    /// one region of `products·max(c_in, c_out) + min(c_in, c_out)` floats a tile,
+    /// which stays within [`WINOGRAD_BLOCK_FLOATS`]; between 16 and 96 tiles, a whole
+    /// number of lane groups, and no more than the image has.
+    pub const fn winograd_block(&self, v: Winograd) -> usize {
+        let [rows, cols] = self.winograd_tiles(v);
+        let mut block = WINOGRAD_BLOCK_FLOATS / self.winograd_floats_per_tile(v);
         if block > 96 {
             block = 96;
         }
@@ -487,21 +541,24 @@ impl Conv2d {
     }
 
     /// Floats of a Winograd block's region per tile (see [`Conv2d::winograd_block`]).
-    pub const fn winograd_floats_per_tile(&self) -> usize {
+    pub const fn winograd_floats_per_tile(&self, v: Winograd) -> usize {
         let (wide, narrow) = if self.c_in > self.c_out {
             (self.c_in, self.c_out)
         } else {
             (self.c_out, self.c_in)
         };
-        16 * wide + narrow
+        v.products() * wide + narrow
     }
 
-    /// Scratch of `kernels::conv2d_winograd`, in `f32` elements: a block's region of
-    /// transformed input and products, and four patch rows as wide as a block's tiles
-    /// reach (whole lane groups, plus the window's overhang).
-    pub const fn winograd_scratch_len(&self) -> usize {
-        let block = self.winograd_block();
-        let row = 2 * block.next_multiple_of(WINOGRAD_LANES) + 2;
-        self.winograd_floats_per_tile() * block + 4 * row
+    /// Scratch of `kernels::conv2d_winograd` as `v`, in `f32` elements: a block's
+    /// region of transformed input and products, and a patch's rows as wide as a
+    /// block's tiles reach (whole lane groups, plus the window's overhang), each with
+    /// the slack its lanes' transpose reads (8 floats from the last lane's first
+    /// column).
+    pub const fn winograd_scratch_len(&self, v: Winograd) -> usize {
+        let block = self.winograd_block(v);
+        let lanes = block.next_multiple_of(WINOGRAD_LANES);
+        let row = v.tile() * (lanes - 1) + WINOGRAD_LANES;
+        self.winograd_floats_per_tile(v) * block + v.patch() * row
     }
 }

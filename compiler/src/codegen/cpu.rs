@@ -323,7 +323,7 @@ impl<'a> Emitter<'a> {
         };
         let a = |i: usize| args.get(i).cloned().unwrap_or_else(|| quote!(&[]));
         let call = match &s.kernel {
-            Kernel::Conv2d(p) | Kernel::Winograd(p) | Kernel::ResidualConv2d(p) => {
+            Kernel::Conv2d(p) | Kernel::Winograd(p, _) | Kernel::ResidualConv2d(p) => {
                 let pt = tokens::conv2d(rt, p);
                 let (x, w) = (a(0), a(1));
                 // A residual is operand 2, and the bias after it.
@@ -331,9 +331,10 @@ impl<'a> Emitter<'a> {
                 let bias = optional_arg(s, &a, if residual { 3 } else { 2 });
                 let scratch = scratch_arg(s);
                 match s.kernel {
-                    Kernel::Winograd(_) => quote!(
-                        #rt::kernels::conv2d_winograd(&#pt, #x, #w, #bias, out, #scratch);
-                    ),
+                    Kernel::Winograd(_, v) => {
+                        let v = tokens::winograd(rt, &v);
+                        quote!(#rt::kernels::conv2d_winograd(&#pt, #v, #x, #w, #bias, out, #scratch);)
+                    }
                     Kernel::ResidualConv2d(_) => {
                         let r = a(2);
                         quote!(#rt::kernels::conv2d_residual(&#pt, #x, #w, #bias, #r, out, #scratch);)
@@ -894,7 +895,7 @@ fn in_place_call(
 pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Program>) -> usize {
     let conv_scratch = |s: &Step| match &s.kernel {
         Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => c.scratch_len() * 4,
-        Kernel::Winograd(c) => c.winograd_scratch_len() * 4,
+        Kernel::Winograd(c, v) => c.winograd_scratch_len(*v) * 4,
         _ => 0,
     };
     programs

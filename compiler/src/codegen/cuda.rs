@@ -409,7 +409,7 @@ impl Emitter<'_> {
                 quote!(conv2d(&P)),
                 geometry::conv2d(p),
             ),
-            Kernel::Winograd(_) | Kernel::PackedMatMul(_) | Kernel::ResidualConv2d(_) => {
+            Kernel::Winograd(..) | Kernel::PackedMatMul(_) | Kernel::ResidualConv2d(_) => {
                 return Err(Error::Codegen(format!(
                     "node `{}` ({}) was lowered to a CPU-only kernel (Winograd, packed \
                      weights or a fused residual), which has no CUDA twin",

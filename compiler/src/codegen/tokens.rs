@@ -110,6 +110,13 @@ pub fn conv2d(rt: &TokenStream, p: &Conv2d) -> TokenStream {
     })
 }
 
+pub fn winograd(rt: &TokenStream, v: &Winograd) -> TokenStream {
+    match v {
+        Winograd::F2 => quote!(#rt::params::Winograd::F2),
+        Winograd::F4 => quote!(#rt::params::Winograd::F4),
+    }
+}
+
 pub fn gemm(rt: &TokenStream, p: &Gemm) -> TokenStream {
     let [m, n, k] = [p.m, p.n, p.k].map(us);
     let (ta, tb) = (p.trans_a, p.trans_b);

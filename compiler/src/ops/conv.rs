@@ -89,13 +89,14 @@ impl Operator for Conv {
             cx.step_with_scratch(Kernel::ResidualConv2d(p), inputs, out, p.scratch_len());
             return Ok(());
         }
-        if let Some(u) = winograd_weights(cx, &p) {
+        if let Some((v, u)) = winograd_weights(cx, &p) {
             let mut inputs = vec![cx.operand(0)?, u];
             if cx.opt(2).is_some() {
                 inputs.push(cx.operand(2)?);
             }
             let out = cx.output(0)?;
-            cx.step_with_scratch(Kernel::Winograd(p), inputs, out, p.winograd_scratch_len());
+            let scratch = p.winograd_scratch_len(v);
+            cx.step_with_scratch(Kernel::Winograd(p, v), inputs, out, scratch);
             return Ok(());
         }
         let inputs = cx.operands()?;
@@ -106,18 +107,29 @@ impl Operator for Conv {
     impl_as_any!();
 }
 
-/// The Winograd-transformed weights (`NODE:winograd`, `[16, c_out, c_in]`) of a layer
-/// that runs as Winograd F(2×2, 3×3): one the kernel takes
+/// The Winograd variant and transformed weights (`NODE:winograd`, `[P², c_out, c_in]`)
+/// of a layer that runs as Winograd: one the kernel takes
 /// ([`params::Conv2d::winograd_applies`]), with constant weights, where the lowering's
-/// [`crate::lower::Choices`] allow it. The original weights stay out of the blob unless
-/// another step reads them.
-fn winograd_weights(cx: &mut LowerCx, p: &params::Conv2d) -> Option<crate::lower::Operand> {
+/// [`crate::lower::Choices`] allow it. The variant is the shape's
+/// ([`params::Conv2d::winograd`]), or F(2×2) where the shapes vary over a build's
+/// ranges (one set of weights must serve every size). The original weights stay out
+/// of the blob unless another step reads them.
+fn winograd_weights(
+    cx: &mut LowerCx,
+    p: &params::Conv2d,
+) -> Option<(params::Winograd, crate::lower::Operand)> {
     if !cx.choices().winograd || !p.winograd_applies() {
         return None;
     }
+    let v = if cx.shapes_vary() {
+        params::Winograd::F2
+    } else {
+        p.winograd()
+    };
     let w = cx.opt_constant(1)?.as_f32();
-    let u = kiln_runtime::kernels::winograd_weights(p.c_out, p.c_in, &w);
-    Some(cx.derived_weight("winograd", vec![16, p.c_out, p.c_in], u))
+    let u = kiln_runtime::kernels::winograd_weights(v, p.c_out, p.c_in, &w);
+    let dims = vec![v.products(), p.c_out, p.c_in];
+    Some((v, cx.derived_weight("winograd", dims, u)))
 }
 
 /// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`: 2-D

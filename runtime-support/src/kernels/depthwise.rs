@@ -294,6 +294,24 @@ impl Transpose {
         let _ = channels;
         Transpose::Scalar
     }
+
+    /// `out[j][i] = rows[i][j]` for `i, j < 8`: the first 8 floats of each row.
+    #[inline(always)]
+    pub(super) fn rows(self, rows: [&[f32]; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Transpose::Avx(v3) => avx::transpose_rows(v3, rows),
+            Transpose::Scalar => {
+                let mut out = [[0.0; BLOCK]; BLOCK];
+                for (i, row) in rows.iter().enumerate() {
+                    for (j, out) in out.iter_mut().enumerate() {
+                        out[i] = row[j];
+                    }
+                }
+                out
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

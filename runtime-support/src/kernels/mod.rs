@@ -10,7 +10,7 @@
 //! - `conv`: Conv2d (pointwise GEMM, im2col + GEMM); `depthwise` and `direct`: its
 //!   direct kernels in explicit SIMD (depthwise; 3×3 with few input channels), which
 //!   share `depthwise`'s 8×8 transposes;
-//! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3), weights transformed
+//! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3) or F(4×4, 3×3), weights transformed
 //!   at compile time;
 //! - `gemm`: Gemm, MatMul and the single faer call every faer product goes through;
 //!   `packed`: MatMul by a constant matrix the compiler packed (our own micro-kernel);

@@ -224,12 +224,14 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
     );
     let cols = y.ncols();
     let mut acc = [[s.splat_f32s(0.0); V]; R];
+    // Vector `v` of a row covers columns `lanes(v)`: in a partial panel, fewer (masked
+    // loads and stores; a copy of a run this short would be a call to `memmove`).
+    let lanes_of = |v: usize| (v * lanes).min(cols)..((v + 1) * lanes).min(cols);
     if accumulate {
         for (r, acc) in acc.iter_mut().enumerate() {
-            let mut row = [0.0f32; PANEL];
-            row[..cols].copy_from_slice(row_of(y.as_mut(), r));
+            let row = row_of(y.as_mut(), r);
             for (v, acc) in acc.iter_mut().enumerate() {
-                *acc = load::<S>(&row[v * lanes..][..lanes]);
+                *acc = s.partial_load_f32s(&row[lanes_of(v)]);
             }
         }
     }
@@ -256,11 +258,9 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
                 store::<S>(&mut out[v * lanes..][..lanes], *acc);
             }
         } else {
-            let mut row = [0.0f32; PANEL];
             for (v, acc) in acc.iter().enumerate() {
-                store::<S>(&mut row[v * lanes..][..lanes], *acc);
+                s.partial_store_f32s(&mut out[lanes_of(v)], *acc);
             }
-            out.copy_from_slice(&row[..cols]);
         }
     }
 }
@@ -273,3 +273,4 @@ fn row_of(y: faer::MatMut<'_, f32>, r: usize) -> &mut [f32] {
         .expect("packed product: rows are contiguous")
         .as_slice_mut()
 }
+

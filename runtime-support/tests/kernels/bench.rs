@@ -620,7 +620,7 @@ fn bench_lrn() {
 }
 
 /// The 3×3 stride-1 convolutions of ResNet-50 and VGG-19 (one of each shape), as
-/// im2col + GEMM and as Winograd F(2×2, 3×3).
+/// im2col + GEMM and as Winograd (F(2×2, 3×3) or F(4×4, 3×3), as the compiler chooses).
 #[test]
 #[ignore = "benchmark"]
 fn bench_winograd() {
@@ -654,8 +654,9 @@ fn bench_winograd() {
         let yl = p.c_out * p.h_out * p.w_out;
         let b = Some(&bias[..p.c_out]);
         let t = time(|| conv2d(&p, &x[..xl], &w[..wl], b, &mut y[..yl], &mut scratch));
-        let u = winograd_weights(p.c_out, p.c_in, &w[..wl]);
-        let tw = time(|| conv2d_winograd(&p, &x[..xl], &u, b, &mut y2[..yl], &mut scratch));
+        let v = p.winograd();
+        let u = winograd_weights(v, p.c_out, p.c_in, &w[..wl]);
+        let tw = time(|| conv2d_winograd(&p, v, &x[..xl], &u, b, &mut y2[..yl], &mut scratch));
         let diff = y[..yl]
             .iter()
             .zip(&y2[..yl])
@@ -663,7 +664,7 @@ fn bench_winograd() {
             .fold(0.0f32, f32::max);
         let macs = (wl * p.h_out * p.w_out) as f64;
         println!(
-            "3x3 {:4}->{:4} {:3}x{:3}: im2col {:7.3} ms ({:5.1} GMAC/s), winograd {:7.3} ms ({:5.1} GMAC/s equivalent), {:.2}x, block {}, max rel diff {diff:.1e}",
+            "3x3 {:4}->{:4} {:3}x{:3}: im2col {:7.3} ms ({:5.1} GMAC/s), winograd {:7.3} ms ({:5.1} GMAC/s equivalent), {:.2}x, {:?} block {}, max rel diff {diff:.1e}",
             p.c_in,
             p.c_out,
             p.h_in,
@@ -673,7 +674,8 @@ fn bench_winograd() {
             tw * 1e3,
             macs / tw * 1e-9,
             t / tw,
-            p.winograd_block(),
+            v,
+            p.winograd_block(v),
         );
         direct += t;
         wino += tw;

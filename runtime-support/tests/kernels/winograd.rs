@@ -1,43 +1,74 @@
-//! Winograd F(2×2, 3×3) against the naive reference and against the im2col kernel, on
-//! even and odd output sizes (partial last tiles), every padding pattern a 3×3 stride-1
-//! window can have, several images, blocks that cut tile rows, and every activation;
-//! on worker threads, bit for bit against one thread.
+//! Winograd F(2×2, 3×3) and F(4×4, 3×3) against the naive reference, on output sizes
+//! that are and are not multiples of the tile (partial last tiles), every padding
+//! pattern a 3×3 stride-1 window can have, several images, blocks that cut tile rows,
+//! and every activation; on worker threads, bit for bit against one thread.
 
 use kiln_runtime::Threads;
 use kiln_runtime::kernels::{conv2d_winograd, winograd_weights};
-use kiln_runtime::params::Conv2d;
+use kiln_runtime::params::{Conv2d, WINOGRAD_F4_MIN_TILES, Winograd};
 
 use crate::conv::{conv_ref, params};
 use crate::reference::{ACTIVATIONS, Rng, assert_bits_eq, assert_close};
 
-/// Sums of 9·c_in terms reordered by the transforms, against an f64 reference,
-/// relative to `max(1, |reference|)`.
+/// Sums of 9·c_in terms reordered by the transforms, against an f64 reference: F(2×2)
+/// relative to `max(1, |reference|)`, F(4×4) (whose transforms scale inputs by up to
+/// 8 before the sums: an error about four times F(2×2)'s over a whole layer) relative
+/// to the larger of 1 and the layer's root-mean-square output.
 const TOL: f32 = 1e-4;
 
-fn run(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, threads: usize) -> Vec<f32> {
-    let u = winograd_weights(p.c_out, p.c_in, w);
+const VARIANTS: [Winograd; 2] = [Winograd::F2, Winograd::F4];
+
+fn run(
+    p: &Conv2d,
+    v: Winograd,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    threads: usize,
+) -> Vec<f32> {
+    let u = winograd_weights(v, p.c_out, p.c_in, w);
     let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
-    let mut scratch = vec![f32::NAN; p.winograd_scratch_len()];
-    let pool = Threads::new(threads, p.winograd_scratch_len() * 4).expect("threads");
-    pool.install(|| conv2d_winograd(p, x, &u, bias, &mut y, &mut scratch));
+    let mut scratch = vec![f32::NAN; p.winograd_scratch_len(v)];
+    let pool = Threads::new(threads, p.winograd_scratch_len(v) * 4).expect("threads");
+    pool.install(|| conv2d_winograd(p, v, x, &u, bias, &mut y, &mut scratch));
     y
 }
 
+/// Both variants, with and without bias, on one and several threads.
 fn check(p: Conv2d, seed: u64) {
     assert!(p.winograd_applies(), "{p:?}");
     let mut rng = Rng::new(seed);
     let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
     let w = rng.vec(p.c_out * p.c_in * 9);
     let b = rng.vec(p.c_out);
-    for bias in [Some(&b[..]), None] {
-        let got = run(&p, &x, &w, bias, 1);
-        let want = conv_ref(&p, &x, &w, bias);
-        let what = format!("{p:?} bias {}", bias.is_some());
-        assert_close(&got, &want, TOL, &what);
-        for threads in [2, 3] {
-            let shared = run(&p, &x, &w, bias, threads);
-            assert_bits_eq(&shared, &got, &format!("{what}, {threads} threads"));
+    for v in VARIANTS {
+        for bias in [Some(&b[..]), None] {
+            let got = run(&p, v, &x, &w, bias, 1);
+            let want = conv_ref(&p, &x, &w, bias);
+            let what = format!("{v:?} {p:?} bias {}", bias.is_some());
+            match v {
+                Winograd::F2 => assert_close(&got, &want, TOL, &what),
+                Winograd::F4 => assert_close_to_rms(&got, &want, TOL, &what),
+            }
+            for threads in [2, 3] {
+                let shared = run(&p, v, &x, &w, bias, threads);
+                assert_bits_eq(&shared, &got, &format!("{what}, {threads} threads"));
+            }
         }
+    }
+}
+
+/// `|got − want| ≤ tol · max(1, rms(want))` for every element.
+fn assert_close_to_rms(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let rms = (want.iter().map(|&w| w as f64 * w as f64).sum::<f64>() / want.len() as f64).sqrt();
+    let bound = tol * (rms as f32).max(1.0);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs();
+        assert!(
+            err <= bound,
+            "{what}: element {i}: got {g}, want {w} (error {err}, bound {bound}: rms {rms})"
+        );
     }
 }
 
@@ -76,18 +107,21 @@ fn every_padding() {
 #[test]
 fn blocks_across_tile_rows() {
     let p = same(1, 64, [30, 230], 64);
-    assert!(p.winograd_tiles()[1] > p.winograd_block());
+    let q = same(1, 64, [57, 21], 40);
+    for v in VARIANTS {
+        assert!(p.winograd_tiles(v)[1] > p.winograd_block(v));
+        let [rows, cols] = q.winograd_tiles(v);
+        assert!(rows * cols > 3 * q.winograd_block(v));
+    }
     check(p, 20);
-    let p = same(1, 64, [57, 21], 40);
-    assert!(p.winograd_tiles()[0] * p.winograd_tiles()[1] > 3 * p.winograd_block());
-    check(p, 21);
+    check(q, 21);
 }
 
 /// Wide layers take fewer tiles a block; each product is then shared by rows.
 #[test]
 fn wide_layers() {
     let p = same(1, 512, [7, 7], 512);
-    assert!(p.winograd_block() < 96);
+    assert!(p.winograd_block(Winograd::F2) < 96);
     check(p, 30);
     check(same(1, 256, [14, 14], 320), 31);
 }
@@ -133,5 +167,21 @@ fn applies_only_to_three_by_three_stride_one() {
         Conv2d { c_out: 32, ..ok },
     ] {
         assert!(!p.winograd_applies(), "{p:?}");
+    }
+}
+
+/// F(4×4) where the output has `WINOGRAD_F4_MIN_TILES` of its 4×4 tiles, else F(2×2).
+#[test]
+fn variant_follows_the_plane() {
+    assert_eq!(WINOGRAD_F4_MIN_TILES, 16);
+    for (hw, v) in [
+        ([13, 13], Winograd::F4),
+        ([56, 56], Winograd::F4),
+        ([7, 100], Winograd::F4),
+        ([12, 12], Winograd::F2),
+        ([7, 7], Winograd::F2),
+        ([4, 60], Winograd::F2),
+    ] {
+        assert_eq!(same(1, 64, hw, 64).winograd(), v, "{hw:?}");
     }
 }

@@ -102,6 +102,11 @@ pub struct Options {
     /// of a model with NonZero, Unique, ... sets them at each point it lowers the model.
     #[doc(hidden)]
     pub extents: Vec<(String, usize)>,
+    /// Set by a build over declared ranges on the options of every point it lowers the
+    /// model at: one set of weights must serve every shape, so lowering makes no choice
+    /// of weights by shape (Winograd stays F(2×2, 3×3)).
+    #[doc(hidden)]
+    pub over_ranges: bool,
 }
 
 impl Default for Options {
@@ -120,6 +125,7 @@ impl Default for Options {
             constant_inputs: Vec::new(),
             unfolded: Default::default(),
             extents: Vec::new(),
+            over_ranges: false,
         }
     }
 }
@@ -419,6 +425,7 @@ pub(crate) fn lower_program(bytes: &[u8], opts: &Options) -> Result<Program, Err
 fn lower_choices(opts: &Options) -> lower::Choices {
     lower::Choices {
         winograd: opts.winograd && opts.target == Target::Cpu,
+        winograd_by_shape: !opts.over_ranges,
         packed_weights: opts.target == Target::Cpu,
         residual_adds: opts.target == Target::Cpu,
     }

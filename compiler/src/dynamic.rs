@@ -230,6 +230,7 @@ pub fn compile_over_ranges(
     }
     let mut named = opts.clone();
     named.name = Some(name.to_owned());
+    named.over_ranges = true;
     let mut rp = plan_over_ranges(bytes, source, &named)?;
     // The extents only the data decides (the last ranges) are sampled like declared
     // symbols.

@@ -225,6 +225,9 @@ pub struct Program {
 pub struct Choices {
     /// 3×3 stride-1 convolutions with enough channels lower to [`Kernel::Winograd`].
     pub winograd: bool,
+    /// Winograd's variant follows each layer's shape (`Conv2d::winograd`); else every
+    /// layer is F(2×2, 3×3), whose weights serve every shape of a build over ranges.
+    pub winograd_by_shape: bool,
     /// MatMuls by a constant matrix lower to [`Kernel::PackedMatMul`].
     pub packed_weights: bool,
     /// A 1×1 convolution's `Add` of a same-shaped tensor fuses into it

@@ -482,7 +482,7 @@ fn winograd_is_chosen_for_the_cpu_only() {
             .steps
             .iter()
             .map(|s| match s.kernel {
-                Kernel::Winograd(_) => "winograd",
+                Kernel::Winograd(..) => "winograd",
                 Kernel::Conv2d(_) => "conv2d",
                 _ => "other",
             })

@@ -111,9 +111,9 @@ impl Operator for Conv {
 /// of a layer that runs as Winograd: one the kernel takes
 /// ([`params::Conv2d::winograd_applies`]), with constant weights, where the lowering's
 /// [`crate::lower::Choices`] allow it. The variant is the shape's
-/// ([`params::Conv2d::winograd`]), or F(2×2) where the shapes vary over a build's
-/// ranges (one set of weights must serve every size). The original weights stay out
-/// of the blob unless another step reads them.
+/// ([`params::Conv2d::winograd`]) where the choices allow, else F(2×2) (a build over
+/// ranges: one set of weights serves every size). The original weights stay out of
+/// the blob unless another step reads them.
 fn winograd_weights(
     cx: &mut LowerCx,
     p: &params::Conv2d,
@@ -121,10 +121,10 @@ fn winograd_weights(
     if !cx.choices().winograd || !p.winograd_applies() {
         return None;
     }
-    let v = if cx.shapes_vary() {
-        params::Winograd::F2
-    } else {
+    let v = if cx.choices().winograd_by_shape {
         p.winograd()
+    } else {
+        params::Winograd::F2
     };
     let w = cx.opt_constant(1)?.as_f32();
     let u = kiln_runtime::kernels::winograd_weights(v, p.c_out, p.c_in, &w);

@@ -273,4 +273,3 @@ fn row_of(y: faer::MatMut<'_, f32>, r: usize) -> &mut [f32] {
         .expect("packed product: rows are contiguous")
         .as_slice_mut()
 }
-

@@ -239,7 +239,11 @@ pub fn conv2d_winograd(
     assert!(p.winograd_applies(), "conv2d_winograd: {p:?}");
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
     assert_eq!(x.len(), p.n * p.c_in * plane_in, "conv2d_winograd: X");
-    assert_eq!(u.len(), v.products() * p.c_out * p.c_in, "conv2d_winograd: U");
+    assert_eq!(
+        u.len(),
+        v.products() * p.c_out * p.c_in,
+        "conv2d_winograd: U"
+    );
     assert_eq!(y.len(), p.n * p.c_out * plane_out, "conv2d_winograd: Y");
     assert!(
         p.h_out + 2 == p.h_in + p.pads[0] + p.pads[2]
@@ -506,7 +510,8 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                     // `T` outputs at `T·l`, from an 8×8 transpose (each lane's run of 8
                     // written in turn, its floats past `T` overwritten by the next).
                     let zeros = [0.0; LANES];
-                    let runs = std::array::from_fn(|j| tile_row.get(j).unwrap_or(&zeros).as_slice());
+                    let runs =
+                        std::array::from_fn(|j| tile_row.get(j).unwrap_or(&zeros).as_slice());
                     let mut row = [0.0; MAX_TILE * (LANES - 1) + LANES];
                     for (l, run) in transpose.rows(runs).iter().enumerate() {
                         row[T * l..][..LANES].copy_from_slice(run);

@@ -1,7 +1,8 @@
 //! Builds over declared ranges (`kiln compile --input x=1x3x48xW --dim W=32..2048`):
 //! each case of `dynamic.json` (`scripts/make_dynamic_refs.py`) is compiled once by
 //! `build.rs` and run at every one of its points, against onnxruntime on the same
-//! inputs, and at the static build's shape, against the static build, bit for bit.
+//! inputs, and at the static build's shape, against the static build, bit for bit
+//! (within tolerance where the two builds choose differently by shape: [`Static`]).
 //! Every run's context holds exactly `arena_bytes(dims)`, and every arena region is
 //! bounds-checked, so a kernel reaching past the arena its dims need fails the run.
 
@@ -77,10 +78,21 @@ fn check(name: &str, atol: f64, rtol: f64) {
     }
 }
 
-/// The dynamic build at the static build's shape gives the static build's bytes, and
-/// needs no more arena (the plan keeps the order packed at the largest dims, so it may
-/// need more than a plan made for that one shape; printed).
-fn same_as_static(name: &str) {
+/// How a dynamic build's outputs at the static build's shape compare with the static
+/// build's.
+enum Static {
+    /// The same bytes: the same kernels sum in the same order.
+    Bits,
+    /// Within `atol + rtol·|static|`: the static build chose a kernel by its one shape
+    /// that a build over ranges cannot (Winograd F(4×4, 3×3), whose weights hold for
+    /// one variant; the dynamic build runs F(2×2) at every size).
+    Within(f64, f64),
+}
+
+/// The dynamic build at the static build's shape gives the static build's outputs
+/// (as `how` says), and needs no more arena (the plan keeps the order packed at the
+/// largest dims, so it may need more than a plan made for that one shape; printed).
+fn same_as_static(name: &str, how: Static) {
     let c = case(name);
     let build = c
         .compiled
@@ -100,10 +112,22 @@ fn same_as_static(name: &str) {
         .unwrap_or_else(|e| panic!("{}: {e}", c.model));
     assert_eq!(run.outputs.len(), want.len());
     for (k, (a, b)) in run.outputs.iter().zip(&want).enumerate() {
-        assert!(
-            a == b,
-            "{name}: output {k} is not bit-identical to the static build's"
-        );
+        match how {
+            Static::Bits => assert!(
+                a == b,
+                "{name}: output {k} is not bit-identical to the static build's"
+            ),
+            Static::Within(atol, rtol) => {
+                let dtype = build.outputs[k].dtype;
+                let [a, b] = [a, b].map(|x| decode(x, dtype).unwrap_or_else(|e| panic!("{e}")));
+                let e = compare(&a, &b, atol, rtol);
+                assert!(
+                    e.within,
+                    "{name}: output {k} differs from the static build's beyond atol {atol:e} + rtol {rtol:e}: max abs {:e}",
+                    e.max_abs
+                );
+            }
+        }
     }
     eprintln!(
         "{name}: at the static shape, arena {} (static build {}, max {})",
@@ -116,14 +140,14 @@ fn same_as_static(name: &str) {
 #[test]
 fn rec_width_matches_onnxruntime() {
     check("rec_width", 1e-6, 1e-3);
-    same_as_static("rec_width");
+    same_as_static("rec_width", Static::Bits);
 }
 
 /// Two symbols at once: batch and width.
 #[test]
 fn rec_batch_width_matches_onnxruntime() {
     check("rec_batch_width", 1e-6, 1e-3);
-    same_as_static("rec_batch_width");
+    same_as_static("rec_batch_width", Static::Bits);
 }
 
 /// Batches of 1 to 8 of a MobileNetV3 classifier (1 is not a sampled point: the code
@@ -131,14 +155,14 @@ fn rec_batch_width_matches_onnxruntime() {
 #[test]
 fn cls_batch_matches_onnxruntime() {
     check("cls_batch", 1e-6, 1e-3);
-    same_as_static("cls_batch");
+    same_as_static("cls_batch", Static::Bits);
 }
 
 /// The model's own `DynamicDimension.0` batch.
 #[test]
 fn orientation_batch_matches_onnxruntime() {
     check("orientation_batch", 1e-6, 1e-3);
-    same_as_static("orientation_batch");
+    same_as_static("orientation_batch", Static::Bits);
 }
 
 /// A BERT-style encoder (MiniLM, int8 weights) at sequence lengths 1 to 512 and
@@ -147,14 +171,14 @@ fn orientation_batch_matches_onnxruntime() {
 #[test]
 fn minilm_sequence_matches_onnxruntime() {
     check("minilm_sequence", 1e-5, 1e-4);
-    same_as_static("minilm_sequence");
+    same_as_static("minilm_sequence", Static::Bits);
 }
 
 /// An LSTM over 1 to 64 chunks: the sequence length reaches the recurrent kernel.
 #[test]
 fn vad_sequence_matches_onnxruntime() {
     check("vad_sequence", 1e-5, 1e-4);
-    same_as_static("vad_sequence");
+    same_as_static("vad_sequence", Static::Bits);
 }
 
 /// A text detector (DB head over a ResNet-like backbone) at heights and widths from 32
@@ -164,17 +188,18 @@ fn vad_sequence_matches_onnxruntime() {
 #[test]
 fn det_height_width_matches_onnxruntime() {
     check("det_height_width", 1e-6, 3e-3);
-    same_as_static("det_height_width");
+    same_as_static("det_height_width", Static::Bits);
 }
 
 /// YOLOv8n at heights and widths from 64 to 640: its anchor grid (ConstantOfShape,
 /// Range and Expand over the feature maps' shapes, folded in a fixed build) is
 /// computed at run time, and the number of boxes follows the shape. Tolerance as
-/// for the static build.
+/// for the static build; against the static build too, whose layers of 16 or more
+/// 4×4 tiles run as Winograd F(4×4) where this build's run as F(2×2).
 #[test]
 fn yolo_height_width_matches_onnxruntime() {
     check("yolo_height_width", 1e-5, 1e-5);
-    same_as_static("yolo_height_width");
+    same_as_static("yolo_height_width", Static::Within(1e-5, 1e-5));
 }
 
 /// The same detector with NonMaxSuppression and a Gather of the kept boxes in the

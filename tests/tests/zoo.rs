@@ -152,8 +152,11 @@ fn arena_between_lower_bound_and_naive() {
 
 /// Issue 9's goal, kept: on every zoo model the arena (conv scratch included) is at or
 /// under the liveness lower bound without aliasing, and the geometric mean of arena /
-/// bound over the nine is at most 0.80 (0.789 when this was written: in-place aliases,
-/// Concat slices, segment overlaps and the schedule). A plan change that loses memory
+/// bound over the nine is at most 0.81 (0.789 when this was written: in-place aliases,
+/// Concat slices, segment overlaps and the schedule; 0.805 since Winograd F(4×4), whose
+/// blocks of 16 tiles hold 36 products a tile where F(2×2)'s hold 16: Inception v1's
+/// and v2's arenas grew by 0.24 MiB, 7 %, at their 28×28 layers, for 8 % and 7 % of
+/// their time; blocks of 8 tiles were 40–60 % slower). A plan change that loses memory
 /// fails here; `cargo bench -p kiln-compiler --bench plan` prints the table.
 #[test]
 fn zoo_arenas_are_under_the_bound() {
@@ -171,5 +174,5 @@ fn zoo_arenas_are_under_the_bound() {
         log_sum += ratio.ln();
     }
     let geomean = (log_sum / zoo.len() as f64).exp();
-    assert!(geomean <= 0.80, "geometric mean {geomean:.3}");
+    assert!(geomean <= 0.81, "geometric mean {geomean:.3}");
 }

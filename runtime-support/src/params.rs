@@ -558,7 +558,7 @@ impl Conv2d {
     pub const fn winograd_scratch_len(&self, v: Winograd) -> usize {
         let block = self.winograd_block(v);
         let lanes = block.next_multiple_of(WINOGRAD_LANES);
-        let row = v.tile() * (lanes - 1) + WINOGRAD_LANES;
+        let row = v.tile() * lanes.saturating_sub(1) + WINOGRAD_LANES;
         self.winograd_floats_per_tile(v) * block + v.patch() * row
     }
 }

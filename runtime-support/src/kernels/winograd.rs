@@ -293,6 +293,7 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
         let layer = Layer::<W, T, P> {
             p,
             block,
+            region: p.winograd_floats_per_tile(v) * block,
             tiles_w,
             x,
             u,
@@ -326,8 +327,10 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
 /// One image of a layer: its input, weights and bias, and its variant's geometry.
 struct Layer<'a, W, const T: usize, const P: usize> {
     p: &'a Conv2d,
-    /// Tiles a block ([`Conv2d::winograd_block`]) and a tile row.
+    /// Tiles a block ([`Conv2d::winograd_block`]), floats its region of the scratch
+    /// (transformed input and products), and tiles a tile row.
     block: usize,
+    region: usize,
     tiles_w: usize,
     x: &'a [f32],
     u: &'a [f32],
@@ -359,8 +362,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
     ) {
         let p = self.p;
         let (block, tiles_w, products) = (self.block, self.tiles_w, P * P);
-        let per_tile = products * p.c_in.max(p.c_out) + p.c_in.min(p.c_out);
-        let (region, patch_rows) = scratch.split_at_mut(per_tile * block);
+        let (region, patch_rows) = scratch.split_at_mut(self.region);
         let first_out_row = T * rows.start;
         // A row wider than a block is cut into blocks and a last, narrower piece: equal
         // pieces (narrower products) measured slower, 1.12× against 1.28× im2col's

@@ -619,8 +619,9 @@ fn bench_lrn() {
     }
 }
 
-/// The 3×3 stride-1 convolutions of ResNet-50 and VGG-19 (one of each shape), as
-/// im2col + GEMM and as Winograd (F(2×2, 3×3) or F(4×4, 3×3), as the compiler chooses).
+/// The 3×3 stride-1 convolutions of ResNet-50 and VGG-19 (one of each shape), and some
+/// of SqueezeNet's, Inception v2's and YOLOv8n's, as im2col + GEMM and as Winograd
+/// (F(2×2, 3×3) or F(4×4, 3×3), as the compiler chooses by the shape).
 #[test]
 #[ignore = "benchmark"]
 fn bench_winograd() {
@@ -635,8 +636,11 @@ fn bench_winograd() {
         conv(256, 256, 56, 3, 1, relu),
         conv(512, 512, 28, 3, 1, relu),
         conv(512, 512, 14, 3, 1, relu),
-        conv(128, 32, 56, 3, 1, relu),
         conv(64, 256, 13, 3, 1, relu),
+        conv(192, 320, 7, 3, 1, relu),
+        conv(64, 64, 20, 3, 1, relu),
+        conv(64, 64, 40, 3, 1, relu),
+        conv(128, 128, 10, 3, 1, relu),
     ];
     let big = 224 * 224 * 128;
     let x: Vec<f32> = (0..big).map(|i| (i % 97) as f32 * 0.01 - 0.4).collect();

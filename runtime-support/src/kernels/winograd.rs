@@ -298,6 +298,7 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
             x,
             u,
             bias,
+            transpose: Transpose::for_channels(LANES),
             transforms: std::marker::PhantomData,
         };
         if threads == 1 || groups < threads {
@@ -335,6 +336,8 @@ struct Layer<'a, W, const T: usize, const P: usize> {
     x: &'a [f32],
     u: &'a [f32],
     bias: Option<&'a [f32]>,
+    /// How 8 tiles' patch columns are gathered and output rows interleaved.
+    transpose: Transpose,
     transforms: std::marker::PhantomData<W>,
 }
 
@@ -434,7 +437,6 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         let row_len = patch_rows.len() / P;
         // Patch row floats a group of lanes reads: 8 from each lane's first column.
         let reach = T * (LANES - 1) + LANES;
-        let transpose = Transpose::for_channels(LANES);
         for (ci, x) in self.x.chunks_exact(plane).enumerate() {
             for s in segments.clone() {
                 // Patch columns from the segment's first tile, rounded up to whole
@@ -465,7 +467,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                     for (i, d) in d.iter_mut().enumerate() {
                         let row = &patch_rows[i * row_len + T * l0..][..reach];
                         let runs = std::array::from_fn(|l| &row[T * l..][..LANES]);
-                        let columns = transpose.rows(runs);
+                        let columns = self.transpose.rows(runs);
                         d.copy_from_slice(&columns[..P]);
                     }
                     let t = transform_2d(&d, W::input_1d);
@@ -493,7 +495,6 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
     ) {
         let p = self.p;
         let bias = self.bias.map_or(0.0, |b| b[co]);
-        let transpose = Transpose::for_channels(LANES);
         for s in segments {
             for l0 in (0..s.cols.len()).step_by(LANES) {
                 let count = LANES.min(s.cols.len() - l0);
@@ -515,7 +516,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                     let runs =
                         std::array::from_fn(|j| tile_row.get(j).unwrap_or(&zeros).as_slice());
                     let mut row = [0.0; MAX_TILE * (LANES - 1) + LANES];
-                    for (l, run) in transpose.rows(runs).iter().enumerate() {
+                    for (l, run) in self.transpose.rows(runs).iter().enumerate() {
                         row[T * l..][..LANES].copy_from_slice(run);
                     }
                     let out = &mut row[..T * LANES];
@@ -523,6 +524,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                     let ow = T * (s.cols.start + l0);
                     let len = (T * count).min(p.w_out - ow);
                     let y = &mut rows.y[(oh - rows.first) * p.w_out + ow..][..len];
+                    // A whole row of lanes is a copy of fixed length (vector moves).
                     if len == T * LANES {
                         y.copy_from_slice(out);
                     } else {
@@ -590,9 +592,13 @@ mod tests {
                         .flat_map(|ki| (0..3).map(move |kj| (ki, kj)))
                         .map(|(ki, kj)| g[ki * 3 + kj] * d[i + ki][j + kj] * (l + 1) as f32);
                     let want: f32 = terms.clone().sum();
-                    // A reordered f32 sum: its error is a few ulps of the terms' size
-                    // (F(4×4)'s transforms scale them by up to 8 on the way).
-                    let size: f32 = terms.map(f32::abs).sum();
+                    // A reordered f32 sum: F(2×2)'s error is a few ulps of the result;
+                    // F(4×4)'s of the terms' size (its transforms scale them by up to 8
+                    // on the way).
+                    let size: f32 = match v {
+                        Winograd::F2 => want.abs(),
+                        Winograd::F4 => terms.map(f32::abs).sum(),
+                    };
                     assert!(
                         (got - want).abs() <= 1e-5 * size.max(1.0),
                         "{v:?} ({i}, {j}) lane {l}: {got} {want}"

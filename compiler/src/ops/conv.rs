@@ -108,24 +108,19 @@ impl Operator for Conv {
 }
 
 /// The Winograd variant and transformed weights (`NODE:winograd`, `[P², c_out, c_in]`)
-/// of a layer that runs as Winograd: one the kernel takes
-/// ([`params::Conv2d::winograd_applies`]), with constant weights, where the lowering's
-/// [`crate::lower::Choices`] allow it. The variant is the shape's
-/// ([`params::Conv2d::winograd`]) where the choices allow, else F(2×2) (a build over
-/// ranges: one set of weights serves every size). The original weights stay out of
+/// of a layer that runs as Winograd ([`params::Conv2d::winograd_variant`], by its
+/// shape where the lowering's [`crate::lower::Choices`] allow, else F(2×2) by its
+/// channels: a build over ranges has one set of weights for every size), with
+/// constant weights, where the choices allow Winograd at all. The original weights stay out of
 /// the blob unless another step reads them.
 fn winograd_weights(
     cx: &mut LowerCx,
     p: &params::Conv2d,
 ) -> Option<(params::Winograd, crate::lower::Operand)> {
-    if !cx.choices().winograd || !p.winograd_applies() {
+    if !cx.choices().winograd {
         return None;
     }
-    let v = if cx.choices().winograd_by_shape {
-        p.winograd()
-    } else {
-        params::Winograd::F2
-    };
+    let v = p.winograd_variant(cx.choices().winograd_by_shape)?;
     let w = cx.opt_constant(1)?.as_f32();
     let u = kiln_runtime::kernels::winograd_weights(v, p.c_out, p.c_in, &w);
     let dims = vec![v.products(), p.c_out, p.c_in];

@@ -1,8 +1,9 @@
 //! 2-D convolution (NCHW input, OIHW weights), in four strategies:
 //!
 //! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
-//!   `X[c_in/g, H*W]`, so it is a GEMM `Y = W · X` on the input as it lies, in
-//!   bands of columns whose output stage runs while the band is in L2;
+//!   `X[c_in/g, H*W]`, so it is a product `Y = W · X`, X packed a block at a time
+//!   into the packed product's panels and each block's output stage run while it is
+//!   in L2 (`pointwise.rs`);
 //! - **depthwise** (one input and one output channel per group): direct, in explicit
 //!   SIMD over blocks of 8 channels interleaved (`depthwise.rs`);
 //! - **direct** (3×3 with few input channels, or a 7×7 stride-2 image stem, one group:
@@ -24,14 +25,14 @@
 //! product. The packed product on panels replaced faer's there (which packs the
 //! unfolded block again): ResNet-50's 256→512 s2 at 14² 1.98–2.05 → 1.90–2.01 ms,
 //! YOLOv8n's 64→128 s2 at 40² 0.88–0.96 → 0.83–0.84 ms (interleaved, one Zen 4
-//! core). Pointwise layers gain nothing from copying into blocks, so they stay in
-//! place.
+//! core).
 
 use std::ops::Range;
 
 use super::elementwise::{bias_activate, gather, residual_bias_activate};
 use super::gemm::{self, Operand, Split};
 use super::packed::{self, PANEL};
+use super::pointwise;
 use super::simd::vectorize;
 use super::window::Window;
 use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d};
@@ -208,43 +209,23 @@ fn conv(
                 let channel_bias = bias_g.map_or(0.0, |b| b[c]);
                 (channel_bias, residual_g.map(|r| &r[c * plane_out..][cols]))
             };
-            let lhs = Operand::rows(wg, k_len).view(c_out_g, k_len);
-            // The output stage of a product's block `out`, output positions `cols`.
-            let finish = |cols: Range<usize>, mut out: faer::MatMut<'_, f32>| {
-                vectorize!({
-                    for (c, row) in out.as_mut().row_iter_mut().enumerate() {
-                        let row = row.try_as_row_major_mut().expect("rows are contiguous");
-                        let (b, r) = stage(c, cols.clone());
-                        finish_row(p.activation, b, r, row.as_slice_mut());
-                    }
-                });
-            };
-            if p.is_pointwise() {
-                // The input as it lies is the product's right operand. Products of
-                // bands of columns, each finished (bias, residual, activation) while
-                // its output is in L2: a whole plane's product left the output stage
-                // a pass over memory (ResNet's 64→256 at 56×56 writes 3.2 MB).
-                let rhs = Operand::rows(xg, plane_out).view(k_len, plane_out);
-                let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
-                let bands = pointwise_bands(plane_out, c_out_g);
-                let band = |(cols, mut out): (Range<usize>, faer::MatMut<'_, f32>), shared| {
-                    let rhs = rhs.subcols(cols.start, cols.len());
-                    if shared {
-                        gemm::product_shared(out.as_mut(), accum, lhs, rhs, 1.0);
-                    } else {
-                        gemm::product(out.as_mut(), accum, lhs, rhs, 1.0);
-                    }
-                    finish(cols, out);
+            // The output stage of a product's block `out`: output channels `rows`
+            // at positions `cols`.
+            let finish =
+                |rows: Range<usize>, cols: Range<usize>, mut out: faer::MatMut<'_, f32>| {
+                    vectorize!({
+                        for (c, row) in rows.zip(out.as_mut().row_iter_mut()) {
+                            let row = row.try_as_row_major_mut().expect("rows are contiguous");
+                            let (b, r) = stage(c, cols.clone());
+                            finish_row(p.activation, b, r, row.as_slice_mut());
+                        }
+                    });
                 };
-                // Fewer bands than threads (a late 7×7 stage is one): each band's
-                // product is shared instead. Either way every element is one product's,
-                // summed in the same order whatever the thread count.
-                if bands.clone().count() < threads::current() {
-                    Split::new(yg, false, bands).for_each(|part| band(part, true));
-                } else {
-                    let macs = c_out_g * plane_out * k_len;
-                    threads::for_each(Split::new(yg, false, bands), macs, |part| band(part, false));
-                }
+            if p.is_pointwise() {
+                // The input as it lies is the product's right operand, packed a block
+                // at a time; each block finished while its output is in L2.
+                let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
+                pointwise::pointwise(wg, xg, plane_out, yg, accumulate, scratch, finish);
                 continue;
             }
             // Blocks of output positions are independent: with worker threads, each
@@ -268,7 +249,7 @@ fn conv(
                 } else {
                     packed::product(wg, k_len, unfolded, out.as_mut(), accumulate);
                 }
-                finish(cols, out);
+                finish(0..c_out_g, cols, out);
             };
             if n_blocks < threads {
                 Split::new(yg, false, blocks(plane_out, block))
@@ -366,23 +347,6 @@ fn finish_row(act: Activation, bias: f32, residual: Option<&[f32]>, row: &mut [f
         Some(r) => residual_bias_activate(act, bias, r, row),
         None => bias_activate(act, bias, row),
     }
-}
-
-/// Bands of a pointwise layer's `positions` whose output (`c_out` rows) stays within
-/// about 384 KiB (in L2 with its input and residual bands), in whole multiples of
-/// faer's 24-column AVX2 micro-tile, a remainder joining the last band.
-fn pointwise_bands(positions: usize, c_out: usize) -> impl Iterator<Item = Range<usize>> + Clone {
-    const OUTPUT_FLOATS: usize = 192 * 1024;
-    let width = (OUTPUT_FLOATS / c_out.max(1) / 24 * 24).max(48);
-    let full = (positions / width).max(1);
-    (0..full).map(move |i| {
-        let end = if i + 1 == full {
-            positions
-        } else {
-            (i + 1) * width
-        };
-        i * width..end
-    })
 }
 
 /// Output positions per block on this CPU (see the module documentation).

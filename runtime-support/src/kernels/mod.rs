@@ -7,7 +7,8 @@
 //! nothing afterwards.
 //!
 //! Layout of this module:
-//! - `conv`: Conv2d (pointwise GEMM, im2col + GEMM); `depthwise` and `direct`: its
+//! - `conv`: Conv2d (pointwise, im2col + GEMM); `pointwise`: its 1×1 product over
+//!   blocks of the packed input; `depthwise` and `direct`: its
 //!   direct kernels in explicit SIMD (depthwise; 3×3 with few input channels), which
 //!   share `depthwise`'s 8×8 transposes;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3) or F(4×4, 3×3), weights transformed
@@ -32,6 +33,7 @@ pub(crate) mod index;
 mod layout;
 mod norm;
 mod packed;
+mod pointwise;
 mod pool;
 pub(crate) mod simd;
 mod window;
@@ -48,5 +50,6 @@ pub use norm::{
     softmax_inplace,
 };
 pub use packed::{PANEL, matmul_packed, pack_b, packed_b_len};
+pub(crate) use pointwise::scratch_len as pointwise_scratch_len;
 pub use pool::{pool2d, pool2d_overlapping, reduce_mean};
 pub use winograd::{conv2d_winograd, winograd_weights};

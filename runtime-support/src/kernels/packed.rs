@@ -28,7 +28,7 @@ use crate::threads;
 pub const PANEL: usize = 16;
 
 /// Rows of Y one micro-kernel call holds in registers.
-const MR: usize = 6;
+pub(super) const MR: usize = 6;
 
 /// Length of B (`k × n`) packed by [`pack_b`].
 pub fn packed_b_len(k: usize, n: usize) -> usize {
@@ -183,7 +183,7 @@ impl Product<'_> {
 /// [`block_of`] for a block of `rows` (at most [`MR`]) rows.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn rows_of<S: Simd, const V: usize>(
+pub(super) fn rows_of<S: Simd, const V: usize>(
     s: S,
     rows: usize,
     k: usize,
@@ -267,7 +267,7 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
 
 /// Row `r` of a view whose rows are contiguous, as a slice.
 #[inline(always)]
-fn row_of(y: faer::MatMut<'_, f32>, r: usize) -> &mut [f32] {
+pub(super) fn row_of(y: faer::MatMut<'_, f32>, r: usize) -> &mut [f32] {
     y.row_mut(r)
         .try_as_row_major_mut()
         .expect("packed product: rows are contiguous")

@@ -225,7 +225,7 @@ fn copy_lanes(dst: &mut [f32], src: &[f32]) {
 }
 
 /// Winograd convolution of `x` by transformed weights `u` ([`winograd_weights`] for
-/// the same `v`), for a layer [`Conv2d::winograd_applies`] accepts; `scratch` holds
+/// the same `v`), for a layer of its window ([`Conv2d::winograd_geometry`]); `scratch` holds
 /// at least [`Conv2d::winograd_scratch_len`] floats.
 pub fn conv2d_winograd(
     p: &Conv2d,
@@ -236,7 +236,7 @@ pub fn conv2d_winograd(
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
-    assert!(p.winograd_applies(), "conv2d_winograd: {p:?}");
+    assert!(p.winograd_geometry(), "conv2d_winograd: {p:?}");
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
     assert_eq!(x.len(), p.n * p.c_in * plane_in, "conv2d_winograd: X");
     assert_eq!(

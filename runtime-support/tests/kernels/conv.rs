@@ -99,7 +99,7 @@ fn check(p: Conv2d, seed: u64) {
 #[test]
 fn pointwise() {
     let p = params(2, 3, [7, 9], 5, [1, 1], [1, 1], [1, 1], [0; 4], 1);
-    assert!(p.is_pointwise() && p.scratch_len() == 0);
+    assert!(p.is_pointwise());
     check(p, 1);
     check(
         params(1, 255, [3, 5], 257, [1, 1], [1, 1], [1, 1], [0; 4], 1),
@@ -109,6 +109,40 @@ fn pointwise() {
         params(1, 1, [1, 1], 1, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         3,
     );
+}
+
+/// Every width of the columns taken as dot products (1 to 7 past whole vectors, after
+/// whole panels and after half of one), output channels that leave partial row
+/// blocks (and partial groups of rows within the dot products), input channels in
+/// several packed runs and a partial vector of them, planes in several blocks, and
+/// no input channels at all (the bias alone).
+#[test]
+fn pointwise_blocks_and_tails() {
+    for (i, (c_in, hw, c_out)) in [
+        (9, [1, 1], 7),
+        (16, [1, 2], 13),
+        (17, [1, 3], 6),
+        (33, [2, 2], 11),
+        (8, [1, 5], 17),
+        (40, [2, 3], 5),
+        (7, [1, 7], 19),
+        (24, [7, 7], 20),
+        (64, [14, 14], 25),
+        (20, [13, 13], 31),
+        (3, [5, 5], 2),
+        (600, [7, 7], 14),
+        (1030, [3, 5], 9),
+        (12, [40, 40], 8),
+        (0, [3, 3], 4),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        check(
+            params(1, c_in, hw, c_out, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+            100 + i as u64,
+        );
+    }
 }
 
 #[test]

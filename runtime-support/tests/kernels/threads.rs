@@ -35,6 +35,10 @@ fn conv2d_blocks_and_products_on_several_threads() {
         // Pointwise: one product over the plane, split by columns, then by rows.
         params(1, 64, [28, 28], 96, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 256, [7, 7], 512, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        // Pointwise with a dot-product tail: 13×13 in two blocks of columns; 7×7 in
+        // one, shared by bands of rows (31 rows: a partial row block).
+        params(1, 600, [13, 13], 40, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 300, [7, 7], 31, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         // One block of 49 positions: its product is split by rows instead.
         params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
         // Depthwise: planes shared out, padded ones bordered in each thread's scratch
@@ -97,6 +101,7 @@ fn conv2d_residual_on_several_threads() {
     let cases = [
         params(1, 40, [56, 56], 32, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
         params(1, 64, [28, 28], 96, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 600, [7, 7], 40, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
         params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
     ];

@@ -36,7 +36,7 @@ fn run(
 
 /// Both variants, with and without bias, on one and several threads.
 fn check(p: Conv2d, seed: u64) {
-    assert!(p.winograd_applies(), "{p:?}");
+    assert!(p.winograd_geometry(), "{p:?}");
     let mut rng = Rng::new(seed);
     let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
     let w = rng.vec(p.c_out * p.c_in * 9);
@@ -115,6 +115,60 @@ fn blocks_across_tile_rows() {
     }
     check(p, 20);
     check(q, 21);
+}
+
+/// Layers with fewer input channels than F(2×2) takes, which run as F(4×4) where
+/// their plane has its tiles (SqueezeNet's 32→128 at 27², 48→192 at 13²).
+#[test]
+fn few_input_channels() {
+    for (k, p) in [
+        same(1, 32, [27, 27], 128),
+        same(1, 48, [13, 13], 72),
+        same(1, 33, [30, 29], 32),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(!p.winograd_applies() && p.winograd_variant(true) == Some(Winograd::F4));
+        check(p, 50 + k as u64);
+    }
+}
+
+/// Which layers run as which variant: by the shape in a build at fixed sizes, F(2×2)
+/// by the channels alone in a build over ranges.
+#[test]
+fn variant_by_shape_and_over_ranges() {
+    let cases = [
+        // (layer, by shape, over ranges)
+        (
+            same(1, 64, [56, 56], 64),
+            Some(Winograd::F4),
+            Some(Winograd::F2),
+        ),
+        (
+            same(1, 512, [7, 7], 512),
+            Some(Winograd::F2),
+            Some(Winograd::F2),
+        ),
+        (same(1, 32, [27, 27], 128), Some(Winograd::F4), None),
+        (same(1, 48, [13, 13], 192), Some(Winograd::F4), None),
+        (same(1, 48, [7, 7], 192), None, None),
+        (same(1, 16, [55, 55], 64), None, None),
+        // The direct kernel's layers from 7×7 tiles (DenseNet's 128→32 at 28²).
+        (same(1, 128, [28, 28], 32), Some(Winograd::F4), None),
+        (same(1, 128, [14, 14], 32), None, None),
+        (same(1, 32, [14, 14], 128), None, None),
+        (same(1, 32, [56, 56], 31), None, None),
+        (
+            params(1, 64, [56, 56], 64, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+            None,
+            None,
+        ),
+    ];
+    for (p, by_shape, over_ranges) in cases {
+        assert_eq!(p.winograd_variant(true), by_shape, "{p:?}");
+        assert_eq!(p.winograd_variant(false), over_ranges, "{p:?}");
+    }
 }
 
 /// Wide layers take fewer tiles a block; each product is then shared by rows.

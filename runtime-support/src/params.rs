@@ -48,7 +48,8 @@ pub const WINOGRAD_LANES: usize = 8;
 /// channels alone, and the output transform costs the same for every output channel
 /// whatever their count, so with few input channels im2col is faster (measured on one
 /// Zen 4 core: SqueezeNet's 32→128 at 27×27 0.78× and 48→192 at 13×13 0.92× im2col's
-/// speed; 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×).
+/// speed; 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×). Those figures are F(2×2)'s;
+/// F(4×4) pays with fewer ([`WINOGRAD_F4_MIN_CHANNELS_IN`]).
 pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;
 
 /// Least input channels for which a 3×3 convolution whose plane has F(4×4)'s tiles
@@ -479,7 +480,8 @@ impl Conv2d {
     /// input channels or at most [`DIRECT_MAX_CHANNELS_OUT`] output channels, or an
     /// image stem's 7×7 window at stride 2 over at most
     /// [`DIRECT_STEM_MAX_CHANNELS_IN`]; and at most [`DIRECT_MAX_WEIGHTS`] weights
-    /// (packed into the scratch each call). Winograd never takes such a layer.
+    /// (packed into the scratch each call). Winograd F(4×4) takes such a layer
+    /// where the plane is large enough ([`Self::winograd_variant`]).
     pub const fn direct_applies(&self) -> bool {
         let [kh, kw] = self.kernel;
         let [sh, sw] = self.stride;

@@ -349,12 +349,10 @@ pub struct Transpose {
     pub perm: [usize; MAX_RANK],
 }
 
-/// Widest block of output positions the convolution kernel unfolds at once: blocks
-/// are 48 positions wide with a remainder joining the last one (at most 95), or 96 on
-/// AVX-512 CPUs with the remainder on its own. Twice 96 would let the remainder join
-/// there too, but the conv scratch is planned at this width on every CPU, and it is
-/// part of the arena's peak on several models (AlexNet, Inception): halving it took
-/// AlexNet's arena from 0.83 to 0.63 of its liveness bound.
+/// Widest block of output positions a product over several images' unfolded windows
+/// takes ([`Conv2d::conv_images_at_once`]): 48 positions, or 96 on AVX-512 CPUs; the
+/// scratch is planned at this width on every CPU. (Single images' products block
+/// their positions by `kernels::blocked`'s own width.)
 pub const CONV_MAX_BLOCK: usize = 96;
 
 impl Conv2d {
@@ -426,19 +424,11 @@ impl Conv2d {
             let weights = self.kernel[0] * self.kernel[1] + 1;
             return (ring * row + tiles + weights) * DEPTHWISE_BLOCK;
         }
-        if self.is_pointwise() {
-            return crate::kernels::pointwise_scratch_len(self.c_in / self.group);
-        }
-        let positions = self.h_out * self.w_out;
-        let k_len = (self.c_in / self.group) * self.kernel[0] * self.kernel[1];
-        // A block's positions, unfolded in whole panels of the packed product.
-        let cols = positions.next_multiple_of(crate::kernels::PANEL);
-        let cols = if cols < CONV_MAX_BLOCK {
-            cols
-        } else {
-            CONV_MAX_BLOCK
-        };
-        k_len * cols
+        // One packed run of a block of the product's right operand (the input, or
+        // its unfolded windows).
+        let taps = self.kernel[0] * self.kernel[1];
+        let k_len = (self.c_in / self.group) * taps;
+        crate::kernels::blocked_scratch_len(k_len, taps, self.h_out * self.w_out)
     }
 
     /// Scratch for [`Self::conv_images_at_once`] at `block` positions a block: the

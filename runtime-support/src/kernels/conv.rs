@@ -1,38 +1,32 @@
 //! 2-D convolution (NCHW input, OIHW weights), in four strategies:
 //!
-//! - **pointwise** (1×1, unit stride, no padding): each group is already the matrix
-//!   `X[c_in/g, H*W]`, so it is a product `Y = W · X`, X packed a block at a time
-//!   into the packed product's panels and each block's output stage run while it is
-//!   in L2 (`pointwise.rs`);
 //! - **depthwise** (one input and one output channel per group): direct, in explicit
 //!   SIMD over blocks of 8 channels interleaved (`depthwise.rs`);
 //! - **direct** (3×3 with few input channels, or a 7×7 stride-2 image stem, one group:
 //!   [`Conv2d::direct_applies`]):
 //!   output channels as the vector lanes (`direct.rs`);
-//! - **everything else**: for each image, group and block of output positions,
-//!   im2col of the block into `scratch`, straight into the panel layout of our packed
-//!   product (`packed.rs`: per 16 positions, one row of 16 per `(ci, ki, kj)`), then
-//!   `Y[:, block] = W_g · cols` by its 6×16 micro-kernel, the weights read in place;
-//!   or, where a batch's images have fewer positions than half a block each, im2col
-//!   of several images into one block and one faer GEMM for them all
-//!   ([`Conv2d::conv_images_at_once`]).
+//! - **images at once**, where a batch's images have fewer positions than half a
+//!   block ([`CONV_MAX_BLOCK`]) each: im2col of several images into one block and one
+//!   faer GEMM for them all ([`Conv2d::conv_images_at_once`]);
+//! - **everything else**, per image and group, as one product `Y = W_g · B` over blocks
+//!   of B made on the fly (`blocked.rs`): B is a pointwise layer's input as it lies
+//!   (1×1, unit stride, no padding: already the matrix `X[c_in/g, H*W]`), else its
+//!   windows unfolded (im2col), packed straight into the panels of our 6×16
+//!   micro-kernel (`packed.rs`), the weights read in place.
 //!
-//! Bias and the fused activation follow each GEMM on the columns it wrote, while they
-//! are still in cache. im2col blocks are narrow (48 positions, three panels, the
-//! remainder joining the last block; 96 with AVX-512, the remainder a block of its
-//! own), never wider than [`CONV_MAX_BLOCK`], which sizes the scratch the compiler
-//! plans in the arena: it stays small and in L2 between the unfolding and the
-//! product. The packed product on panels replaced faer's there (which packs the
-//! unfolded block again): ResNet-50's 256→512 s2 at 14² 1.98–2.05 → 1.90–2.01 ms,
-//! YOLOv8n's 64→128 s2 at 40² 0.88–0.96 → 0.83–0.84 ms (interleaved, one Zen 4
-//! core).
+//! Bias, the residual and the fused activation follow each block's product on the
+//! columns it wrote, while they are still in cache. The packed product on panels
+//! replaced faer's for im2col (which packs the unfolded block again): ResNet-50's
+//! 256→512 s2 at 14² 1.98–2.05 → 1.90–2.01 ms, YOLOv8n's 64→128 s2 at 40² 0.88–0.96
+//! → 0.83–0.84 ms; and for pointwise layers, once blocked with a dot-product tail:
+//! 2048→512 at 7² 0.80× faer's cycles, 1024→256 at 14² 0.97×, 256→64 at 56² 0.99×
+//! (one Zen 4 core).
 
 use std::ops::Range;
 
+use super::blocked;
 use super::elementwise::{bias_activate, gather, residual_bias_activate};
-use super::gemm::{self, Operand, Split};
-use super::packed::{self, PANEL};
-use super::pointwise;
+use super::gemm::{self, Operand};
 use super::simd::vectorize;
 use super::window::Window;
 use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d};
@@ -192,7 +186,6 @@ fn conv(
         return images_at_once(p, &win, images, x, w, bias, residual, accum, y, scratch);
     }
     let scratch = &mut scratch[..needed];
-    let block = block_cols(plane_out);
     for img in 0..p.n {
         let x = &x[img * p.c_in * plane_in..][..p.c_in * plane_in];
         let y = &mut y[img * p.c_out * plane_out..][..p.c_out * plane_out];
@@ -221,65 +214,18 @@ fn conv(
                         }
                     });
                 };
-            if p.is_pointwise() {
-                // The input as it lies is the product's right operand, packed a block
-                // at a time; each block finished while its output is in L2.
-                let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
-                pointwise::pointwise(wg, xg, plane_out, yg, accumulate, scratch, finish);
-                continue;
-            }
-            // Blocks of output positions are independent: with worker threads, each
-            // thread takes a run of consecutive blocks (one per thread: neighbouring
-            // blocks on different cores would share the cache lines where rows meet)
-            // and unfolds them into its own scratch. Fewer blocks than threads (a late
-            // 7×7 stage is one block) share each block's product instead.
-            let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
-            let n_blocks = blocks(plane_out, block).count();
-            let threads = threads::current();
-            // Y[:, cols] = act(W_g · unfolded + bias), the positions `cols` unfolded
-            // straight into the packed product's panels; shared among the threads
-            // where there are fewer blocks than threads.
-            let unfold = |(cols, mut out): (Range<usize>, faer::MatMut<'_, f32>),
-                          scratch: &mut [f32],
-                          shared: bool| {
-                let unfolded = &mut scratch[..k_len * cols.len().next_multiple_of(PANEL)];
-                im2col_panels(&win, xg, cols.clone(), unfolded);
-                if shared {
-                    packed::product_shared(wg, k_len, unfolded, out.as_mut(), accumulate);
-                } else {
-                    packed::product(wg, k_len, unfolded, out.as_mut(), accumulate);
+            // The product's right operand: a pointwise layer's input as it lies, else
+            // its windows unfolded (im2col), a block at a time in either case.
+            let b = if p.is_pointwise() {
+                blocked::Operand::Rows {
+                    x: xg,
+                    ld: plane_out,
                 }
-                finish(0..c_out_g, cols, out);
+            } else {
+                blocked::Operand::Unfolded { win: &win, x: xg }
             };
-            if n_blocks < threads {
-                Split::new(yg, false, blocks(plane_out, block))
-                    .for_each(|part| unfold(part, scratch, true));
-                continue;
-            }
-            // Thread `t` takes blocks `t * n_blocks / threads ..`, as column ranges.
-            let block_start = |b: usize| {
-                blocks(plane_out, block)
-                    .nth(b)
-                    .map_or(plane_out, |r| r.start)
-            };
-            let runs = (0..threads).map(|t| {
-                block_start(t * n_blocks / threads)..block_start((t + 1) * n_blocks / threads)
-            });
-            let macs = c_out_g * plane_out * k_len;
-            threads::for_each_with_scratch(
-                Split::new(yg, false, runs),
-                macs,
-                scratch,
-                |(run, out), scratch| {
-                    let local = blocks(plane_out, block)
-                        .filter(|b| run.contains(&b.start))
-                        .map(|b| b.start - run.start..b.end - run.start);
-                    for (cols, out) in Split::new(out, false, local) {
-                        let cols = cols.start + run.start..cols.end + run.start;
-                        unfold((cols, out), scratch, false);
-                    }
-                },
-            );
+            let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
+            blocked::product(wg, b, yg, accumulate, scratch, finish);
         }
     }
 }
@@ -360,85 +306,6 @@ fn block_cols(positions: usize) -> usize {
     block.min(positions)
 }
 
-/// Splits `0..positions` into runs of `block`; the remainder joins the last run where
-/// the joined run stays within [`CONV_MAX_BLOCK`] (no sliver on AVX2), else it is a
-/// run of its own (on AVX-512), so the scratch planned for [`CONV_MAX_BLOCK`] columns
-/// always suffices.
-fn blocks(positions: usize, block: usize) -> impl Iterator<Item = Range<usize>> {
-    let full = (positions / block).max(1);
-    let rest = positions - (full * block).min(positions);
-    let join = rest > 0 && block + rest <= CONV_MAX_BLOCK;
-    let count = if rest > 0 && !join { full + 1 } else { full };
-    (0..count).map(move |i| {
-        let start = i * block;
-        let end = if i + 1 == count {
-            positions
-        } else {
-            start + block
-        };
-        start..end
-    })
-}
-
-/// Unfolds output positions `cols` of one group of one image into `out` in the packed
-/// product's panel layout (`packed::pack_b`'s): for each run of [`PANEL`] positions, a
-/// row of [`PANEL`] per `(ci, ki, kj)`, holding the input element that tap meets at
-/// each position (zero in the padding, and past `cols` in a partial last panel).
-///
-/// For each panel and tap, the positions' offsets in an input plane are worked out
-/// once for all channels; each channel's row is then one fixed-length run of an input
-/// row where the 16 positions are one (wide planes), or a gather by those offsets
-/// (copying a row's pieces between output-row breaks measured slower: a call each).
-fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
-    let (h, w) = (&win.h, &win.w);
-    let (plane, taps) = (h.in_len * w.in_len, h.kernel * w.kernel);
-    let k_len = out.len() / cols.len().next_multiple_of(PANEL).max(1);
-    assert!(
-        x.len() >= k_len / taps.max(1) * plane
-            && out.len() == cols.len().div_ceil(PANEL) * PANEL * k_len,
-        "im2col_panels: operands"
-    );
-    // Where a position meets the padding (or lies past `cols`).
-    const OUTSIDE: usize = usize::MAX;
-    for (p, panel) in out.chunks_exact_mut(PANEL * k_len.max(1)).enumerate() {
-        let first = cols.start + p * PANEL;
-        let width = (cols.end - first).min(PANEL);
-        for ki in 0..h.kernel {
-            let oh_valid = h.outputs_for_tap(ki);
-            for kj in 0..w.kernel {
-                let ow_valid = w.outputs_for_tap(kj);
-                // Each position's offset in a plane, or `OUTSIDE` where it meets the
-                // padding (or lies past `cols`).
-                let mut at = [OUTSIDE; PANEL];
-                for (j, at) in at[..width].iter_mut().enumerate() {
-                    let (oh, ow) = ((first + j) / w.out_len, (first + j) % w.out_len);
-                    if oh_valid.contains(&oh) && ow_valid.contains(&ow) {
-                        let (ih, iw) = (h.input_pos(oh, ki), w.input_pos(ow, kj));
-                        *at = ih as usize * w.in_len + iw as usize;
-                    }
-                }
-                // The usual case on wide planes: a run of one input row at the
-                // window's stride, copied as such.
-                let run = at[0] != OUTSIDE && (1..PANEL).all(|j| at[j] == at[0] + j * w.stride);
-                let tap = ki * w.kernel + kj;
-                let rows = panel.chunks_exact_mut(PANEL).skip(tap).step_by(taps);
-                for (row, x) in rows.zip(x.chunks_exact(plane)) {
-                    let row: &mut [f32; PANEL] = row.try_into().expect("a panel row");
-                    match (run, w.stride) {
-                        (true, 1) => row.copy_from_slice(&x[at[0]..at[0] + PANEL]),
-                        (true, 2) => gather(row, &x[at[0]..at[0] + 2 * PANEL - 1], 2),
-                        _ => {
-                            for (v, &at) in row.iter_mut().zip(&at) {
-                                *v = x.get(at).copied().unwrap_or(0.0);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Unfolds output positions `cols` of one group of one image into columns `at ..` of
 /// `out`, rows `row_len` long: one row per `(ci, ki, kj)` and one column per position,
 /// the input element that tap meets there (zero in the padding). One image's part of
@@ -500,28 +367,6 @@ fn im2col_at(
                 dst += len;
                 oh += 1;
                 ow = 0;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{CONV_MAX_BLOCK, blocks};
-
-    /// Blocks tile the positions in order, never wider than the planned scratch, and
-    /// only the AVX-512 width leaves a remainder narrower than a block.
-    #[test]
-    fn blocks_tile_the_positions_within_the_scratch() {
-        for block in [48, 96] {
-            for positions in block..600 {
-                let runs: Vec<_> = blocks(positions, block).collect();
-                assert_eq!(runs.first().map(|r| r.start), Some(0));
-                assert_eq!(runs.last().map(|r| r.end), Some(positions));
-                assert!(runs.windows(2).all(|w| w[0].end == w[1].start));
-                assert!(runs.iter().all(|r| r.len() <= CONV_MAX_BLOCK), "{runs:?}");
-                let narrow = runs.iter().filter(|r| r.len() < block).count();
-                assert_eq!(narrow, usize::from(block == 96 && positions % 96 != 0));
             }
         }
     }

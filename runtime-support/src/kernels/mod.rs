@@ -7,8 +7,8 @@
 //! nothing afterwards.
 //!
 //! Layout of this module:
-//! - `conv`: Conv2d (pointwise, im2col + GEMM); `pointwise`: its 1×1 product over
-//!   blocks of the packed input; `depthwise` and `direct`: its
+//! - `conv`: Conv2d (pointwise, im2col + GEMM); `blocked`: its product over blocks
+//!   of the input or its unfolded windows, packed on the fly; `depthwise` and `direct`: its
 //!   direct kernels in explicit SIMD (depthwise; 3×3 with few input channels), which
 //!   share `depthwise`'s 8×8 transposes;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3) or F(4×4, 3×3), weights transformed
@@ -23,6 +23,7 @@
 //!   geometry), `simd` (running loops with AVX2/FMA, vectorisable `exp`).
 
 mod affine;
+mod blocked;
 mod conv;
 mod conv_transpose;
 mod depthwise;
@@ -33,13 +34,13 @@ pub(crate) mod index;
 mod layout;
 mod norm;
 mod packed;
-mod pointwise;
 mod pool;
 pub(crate) mod simd;
 mod window;
 mod winograd;
 
 pub use affine::{channel_affine, channel_affine_inplace};
+pub(crate) use blocked::scratch_len as blocked_scratch_len;
 pub use conv::{conv2d, conv2d_residual, conv2d_residual_inplace};
 pub use conv_transpose::conv_transpose_rows;
 pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
@@ -50,6 +51,5 @@ pub use norm::{
     softmax_inplace,
 };
 pub use packed::{PANEL, matmul_packed, pack_b, packed_b_len};
-pub(crate) use pointwise::scratch_len as pointwise_scratch_len;
 pub use pool::{pool2d, pool2d_overlapping, reduce_mean};
 pub use winograd::{conv2d_winograd, winograd_weights};

@@ -1,37 +1,89 @@
-//! Pointwise (1×1, stride 1) convolution: `Y = W · X` for each image and group, with
-//! the weights W (`c_out × c_in`) read in place and the input X (`c_in × positions`)
-//! packed block by block into the packed product's panels.
+//! Convolution as a product `Y = W · B` over blocks of B packed on the fly: B is a
+//! pointwise layer's input as it lies, or the unfolded windows of any other layer
+//! (im2col), never made whole. W (`c_out × k`) is read in place.
 //!
 //! Blocks: columns (output positions) in blocks of at most [`BLOCK_COLS`], and within a
-//! block, input channels in runs of at most [`BLOCK_K`]: one run of one block packed
-//! (at most 128 KiB, in L2), then every block of [`MR`] weight rows against each of
-//! its panels, the rows' run of W staying in L1 while the panels stream from L2.
+//! block, rows of B in runs of at most [`BLOCK_K`] (whole input channels, all their
+//! taps): one run of one block packed into the packed product's panels (at most
+//! 272 KiB, in L2), then every block of [`MR`] weight rows against each of its panels,
+//! the rows' run of W staying in L1 while the panels stream from L2. Each block's
+//! output stage runs once its last run is summed, while the block is in cache.
 //!
-//! A plane's last columns short of a vector (7×7's 49th, 14×14's last 4) are not a
+//! A block's last columns short of a vector (7×7's 49th, 14×14's last 4) are not a
 //! padded panel, which multiplies zeros for the rest of its lanes (one column cost
-//! half a panel: 49 positions ran 24 % slower than 48): they are packed along `k`
-//! and taken as dot products, `R × T` accumulators of a vector of `k` each.
+//! half a panel: 49 positions ran 24 % slower than 48): they are taken out of the
+//! packed panel along `k` and multiplied as dot products, `R × T` accumulators of a
+//! vector of `k` each.
 
 use std::ops::Range;
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::depthwise::load;
+use super::elementwise::gather;
 use super::gemm::Split;
 use super::packed::{MR, PANEL, row_of, rows_of};
+use super::window::Window;
 use crate::threads;
 
 /// Output positions in one block, at most.
 pub(crate) const BLOCK_COLS: usize = 128;
 
-/// Input channels packed at once, at most.
+/// Rows of B packed at once, at most (more where one input channel has more taps).
 pub(crate) const BLOCK_K: usize = 512;
 
-/// Scratch floats a pointwise product of `k` input channels needs: one packed run of
-/// a block, its panels (a half panel's zeros included) and its tail.
-pub(crate) const fn scratch_len(k: usize) -> usize {
-    let k = if k < BLOCK_K { k } else { BLOCK_K };
-    k * (BLOCK_COLS + 8)
+/// Rows of B in one packed run, of `k` in all, `taps` to an input channel.
+const fn run_rows(k: usize, taps: usize) -> usize {
+    if k <= BLOCK_K {
+        k
+    } else if taps >= BLOCK_K {
+        taps
+    } else {
+        BLOCK_K / taps * taps
+    }
+}
+
+/// Scratch floats the product of `k` rows of B (`taps` to an input channel) and `n`
+/// columns needs: one packed run of a block, its panels and its last columns along `k`.
+pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
+    let cols = n.next_multiple_of(PANEL);
+    let cols = if cols < BLOCK_COLS { cols } else { BLOCK_COLS };
+    run_rows(k, taps) * (cols + 8)
+}
+
+/// The right operand B, made a block at a time.
+#[derive(Clone, Copy)]
+pub(crate) enum Operand<'a> {
+    /// A pointwise layer's input as it lies: `k` rows of `n` positions, `ld` apart.
+    Rows { x: &'a [f32], ld: usize },
+    /// The windows of `win` over `x` (one group of one image): a row per input channel
+    /// and tap, a column per output position.
+    Unfolded { win: &'a Window, x: &'a [f32] },
+}
+
+impl Operand<'_> {
+    /// Rows of B to one input channel.
+    fn taps(&self) -> usize {
+        match self {
+            Operand::Rows { .. } => 1,
+            Operand::Unfolded { win, .. } => win.h.kernel * win.w.kernel,
+        }
+    }
+
+    /// Packs rows `rows` (whole input channels) and columns `cols` of B into panels
+    /// (`[panel][row][PANEL]`), zeros past `cols`.
+    #[inline(always)]
+    fn pack(&self, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
+        match *self {
+            Operand::Rows { x, ld } => pack_rows(x, ld, rows, cols, out),
+            Operand::Unfolded { win, x } => {
+                let (plane, taps) = (win.h.in_len * win.w.in_len, self.taps());
+                let channels = rows.start / taps..rows.end / taps;
+                let x = &x[channels.start * plane..channels.end * plane];
+                im2col_panels(win, x, cols, out);
+            }
+        }
+    }
 }
 
 /// The column blocks of `n` positions: as few as hold at most [`BLOCK_COLS`], equal
@@ -42,14 +94,13 @@ fn blocks(n: usize) -> impl Iterator<Item = Range<usize>> + Clone {
     (0..count).map(move |i| (i * width).min(n)..((i + 1) * width).min(n))
 }
 
-/// `y = w · x` (`y += w · x` where `accumulate`): `w` is `m × k` row-major, `x` is
-/// `k × n` with rows `ldx` apart, `y` is `m × n` with contiguous rows. `finish(rows,
-/// cols, out)` is the output stage of each finished block. Shared among the current
-/// run's threads, each element summed in the same order whatever their count.
-pub(crate) fn pointwise(
+/// `y = w · b` (`y += w · b` where `accumulate`): `w` is `m × k` row-major, `b` is
+/// `k × n`, `y` is `m × n` with contiguous rows. `finish(rows, cols, out)` is the
+/// output stage of each finished block. Shared among the current run's threads, each
+/// element summed in the same order whatever their count.
+pub(crate) fn product(
     w: &[f32],
-    x: &[f32],
-    ldx: usize,
+    b: Operand<'_>,
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
     scratch: &mut [f32],
@@ -57,19 +108,31 @@ pub(crate) fn pointwise(
 ) {
     let (m, n) = (y.nrows(), y.ncols());
     let k = w.len().checked_div(m).unwrap_or(0);
+    let taps = b.taps();
+    let b_fits = match b {
+        Operand::Rows { x, ld } => ld >= n && (k == 0 || x.len() >= (k - 1) * ld + n),
+        Operand::Unfolded { win, x } => {
+            let plane = win.h.in_len * win.w.in_len;
+            n == win.h.out_len * win.w.out_len && x.len() >= k / taps * plane
+        }
+    };
     assert!(
-        w.len() == m * k && (k == 0 || x.len() >= (k - 1) * ldx + n) && ldx >= n,
-        "pointwise: operands"
+        w.len() == m * k && k.is_multiple_of(taps) && b_fits,
+        "blocked product: operands"
     );
-    assert!(scratch.len() >= scratch_len(k), "pointwise: scratch");
+    assert!(
+        scratch.len() >= scratch_len(k, taps, n),
+        "blocked product: scratch"
+    );
     if m == 0 || n == 0 {
         return;
     }
     let threads = threads::current();
     let macs = m * n * k;
     let count = blocks(n).count();
-    if count >= threads {
-        // Runs of consecutive blocks, one run per thread.
+    if count >= 4 * threads {
+        // Runs of consecutive blocks, one run per thread (at least four blocks each:
+        // whole blocks share out evenly enough).
         let start = |i: usize| blocks(n).nth(i).map_or(n, |b| b.start);
         let runs =
             (0..threads).map(|t| start(t * count / threads)..start((t + 1) * count / threads));
@@ -80,7 +143,7 @@ pub(crate) fn pointwise(
             |(run, mut y), scratch| {
                 for cols in blocks(n).filter(|b| run.contains(&b.start)) {
                     let out = y.as_mut().subcols_mut(cols.start - run.start, cols.len());
-                    block(w, k, x, ldx, cols.clone(), out, accumulate, scratch);
+                    block(w, k, b, cols.clone(), out, accumulate, scratch);
                     finish(
                         0..m,
                         cols.clone(),
@@ -90,9 +153,12 @@ pub(crate) fn pointwise(
             },
         );
     } else {
-        // Fewer blocks than threads: each thread packs a block for itself and takes
-        // a band of whole row blocks.
-        let band = m.div_ceil(threads).next_multiple_of(MR);
+        // Fewer blocks: each thread packs every block for itself and takes a band of
+        // rows, whole row blocks where that keeps the bands within an eighth of even
+        // (an element's sum is the same in any band).
+        let even = m.div_ceil(threads);
+        let whole = even.next_multiple_of(MR);
+        let band = if (whole - even) * 8 <= m { whole } else { even };
         let bands = (0..m.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(m));
         threads::for_each_with_scratch(
             Split::new(y, true, bands),
@@ -104,8 +170,7 @@ pub(crate) fn pointwise(
                     block(
                         w,
                         k,
-                        x,
-                        ldx,
+                        b,
                         cols.clone(),
                         y.as_mut().subcols_mut(cols.start, cols.len()),
                         accumulate,
@@ -122,14 +187,13 @@ pub(crate) fn pointwise(
     }
 }
 
-/// One column block `cols` of the product, on one thread: for each run of input
-/// channels, pack it, then multiply every row block by it.
+/// One column block `cols` of the product, on one thread: for each run of rows of B,
+/// pack it, then multiply every row block of W by it.
 #[allow(clippy::too_many_arguments)]
 fn block(
     w: &[f32],
     k: usize,
-    x: &[f32],
-    ldx: usize,
+    b: Operand<'_>,
     cols: Range<usize>,
     mut y: faer::MatMut<'_, f32>,
     accumulate: bool,
@@ -141,11 +205,11 @@ fn block(
         }
         return;
     }
-    for k0 in (0..k).step_by(BLOCK_K) {
+    let step = run_rows(k, b.taps());
+    for k0 in (0..k).step_by(step) {
         pulp::Arch::new().dispatch(Run {
-            x,
-            ldx,
-            run: k0..(k0 + BLOCK_K).min(k),
+            b,
+            run: k0..(k0 + step).min(k),
             cols: cols.clone(),
             a: &w[k0..],
             lda: k,
@@ -156,11 +220,10 @@ fn block(
     }
 }
 
-/// One run of input channels of one column block: packed, then multiplied by every
-/// row block of A (`a`, rows `lda` apart, from the run's first column).
+/// One run of rows of B in one column block: packed, then multiplied by every row
+/// block of A (`a`, rows `lda` apart, from the run's first column).
 struct Run<'a> {
-    x: &'a [f32],
-    ldx: usize,
+    b: Operand<'a>,
     run: Range<usize>,
     cols: Range<usize>,
     a: &'a [f32],
@@ -176,8 +239,7 @@ impl WithSimd for Run<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
         let Run {
-            x,
-            ldx,
+            b,
             run,
             cols,
             a,
@@ -186,30 +248,28 @@ impl WithSimd for Run<'_> {
             accumulate,
             scratch,
         } = self;
-        // Whole vectors of columns go in panels, the rest (`tail`) along `k`.
+        // Whole vectors of columns stay in panels; the rest (`tail`) are moved out
+        // along `k`.
+        let k = run.len();
         let tail = cols.len() % 8;
         let paneled = cols.len() - tail;
-        let k = run.len();
-        let (panels, rest) = scratch.split_at_mut(paneled.div_ceil(PANEL) * PANEL * k);
+        let (panels, rest) = scratch.split_at_mut(cols.len().div_ceil(PANEL) * PANEL * k);
+        b.pack(run, cols, panels);
         let tail_k = &mut rest[..tail * k];
-        pack(
-            x,
-            ldx,
-            run.clone(),
-            cols.start..cols.start + paneled,
-            panels,
-        );
-        for (t, out) in tail_k.chunks_exact_mut(k).enumerate() {
-            let col = cols.start + paneled + t;
-            for (o, r) in out.iter_mut().zip(run.clone()) {
-                *o = x[r * ldx + col];
+        if tail > 0 {
+            let last = &panels[paneled / PANEL * PANEL * k..][..PANEL * k];
+            let at = paneled % PANEL;
+            for (t, out) in tail_k.chunks_exact_mut(k).enumerate() {
+                for (o, row) in out.iter_mut().zip(last.chunks_exact(PANEL)) {
+                    *o = row[at + t];
+                }
             }
         }
         let blocks = RowBlocks {
             k,
             a,
             lda,
-            panels,
+            panels: &panels[..paneled.div_ceil(PANEL) * PANEL * k],
             tail: tail_k,
             y,
             accumulate,
@@ -226,7 +286,7 @@ impl WithSimd for Run<'_> {
 /// Packs rows `rows` and columns `cols` of `x` (rows `ldx` apart) into panels
 /// (`[panel][row][PANEL]`), zeros past `cols`.
 #[inline(always)]
-fn pack(x: &[f32], ldx: usize, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
+fn pack_rows(x: &[f32], ldx: usize, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
     let k = rows.len();
     for (p, panel) in out.chunks_exact_mut(PANEL * k).enumerate() {
         let c0 = cols.start + p * PANEL;
@@ -238,6 +298,65 @@ fn pack(x: &[f32], ldx: usize, rows: Range<usize>, cols: Range<usize>, out: &mut
             } else {
                 dst[..len].copy_from_slice(&src[..len]);
                 dst[len..].fill(0.0);
+            }
+        }
+    }
+}
+
+/// Unfolds output positions `cols` of one group of one image into `out` in the packed
+/// product's panel layout (`packed::pack_b`'s): for each run of [`PANEL`] positions, a
+/// row of [`PANEL`] per `(ci, ki, kj)`, holding the input element that tap meets at
+/// each position (zero in the padding, and past `cols` in a partial last panel).
+///
+/// For each panel and tap, the positions' offsets in an input plane are worked out
+/// once for all channels; each channel's row is then one fixed-length run of an input
+/// row where the 16 positions are one (wide planes), or a gather by those offsets
+/// (copying a row's pieces between output-row breaks measured slower: a call each).
+fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
+    let (h, w) = (&win.h, &win.w);
+    let (plane, taps) = (h.in_len * w.in_len, h.kernel * w.kernel);
+    let k_len = out.len() / cols.len().next_multiple_of(PANEL).max(1);
+    assert!(
+        x.len() >= k_len / taps.max(1) * plane
+            && out.len() == cols.len().div_ceil(PANEL) * PANEL * k_len,
+        "im2col_panels: operands"
+    );
+    // Where a position meets the padding (or lies past `cols`).
+    const OUTSIDE: usize = usize::MAX;
+    for (p, panel) in out.chunks_exact_mut(PANEL * k_len.max(1)).enumerate() {
+        let first = cols.start + p * PANEL;
+        let width = (cols.end - first).min(PANEL);
+        for ki in 0..h.kernel {
+            let oh_valid = h.outputs_for_tap(ki);
+            for kj in 0..w.kernel {
+                let ow_valid = w.outputs_for_tap(kj);
+                // Each position's offset in a plane, or `OUTSIDE` where it meets the
+                // padding (or lies past `cols`).
+                let mut at = [OUTSIDE; PANEL];
+                for (j, at) in at[..width].iter_mut().enumerate() {
+                    let (oh, ow) = ((first + j) / w.out_len, (first + j) % w.out_len);
+                    if oh_valid.contains(&oh) && ow_valid.contains(&ow) {
+                        let (ih, iw) = (h.input_pos(oh, ki), w.input_pos(ow, kj));
+                        *at = ih as usize * w.in_len + iw as usize;
+                    }
+                }
+                // The usual case on wide planes: a run of one input row at the
+                // window's stride, copied as such.
+                let run = at[0] != OUTSIDE && (1..PANEL).all(|j| at[j] == at[0] + j * w.stride);
+                let tap = ki * w.kernel + kj;
+                let rows = panel.chunks_exact_mut(PANEL).skip(tap).step_by(taps);
+                for (row, x) in rows.zip(x.chunks_exact(plane)) {
+                    let row: &mut [f32; PANEL] = row.try_into().expect("a panel row");
+                    match (run, w.stride) {
+                        (true, 1) => row.copy_from_slice(&x[at[0]..at[0] + PANEL]),
+                        (true, 2) => gather(row, &x[at[0]..at[0] + 2 * PANEL - 1], 2),
+                        _ => {
+                            for (v, &at) in row.iter_mut().zip(&at) {
+                                *v = x.get(at).copied().unwrap_or(0.0);
+                            }
+                        }
+                    }
+                }
             }
         }
     }

@@ -22,7 +22,7 @@ use faer::traits::pulp::{self, Simd, WithSimd};
 use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
-use super::packed::{MR, PANEL, row_of, rows_of};
+use super::packed::{MR, PANEL, panel_of, row_of};
 use super::window::Window;
 use crate::threads;
 
@@ -398,11 +398,7 @@ impl RowBlocks<'_> {
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
-                if cols.len() <= S::F32_LANES {
-                    rows_of::<S, 1>(s, block, k, a, lda, panel, y, accumulate);
-                } else {
-                    rows_of::<S, V>(s, block, k, a, lda, panel, y, accumulate);
-                }
+                panel_of::<S, V>(s, k, a, lda, panel, y, accumulate);
             }
             if t > 0 {
                 let y = y.as_mut().subrows_mut(row, block).subcols_mut(paneled, t);

@@ -167,23 +167,38 @@ impl Product<'_> {
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
-                // A panel of no more than one vector of columns (the last of a 7×7
-                // plane's 49 positions): that vector alone.
-                if cols.len() <= S::F32_LANES {
-                    rows_of::<S, 1>(s, block, k, a, lda, panel, y, accumulate);
-                } else {
-                    rows_of::<S, V>(s, block, k, a, lda, panel, y, accumulate);
-                }
+                panel_of::<S, V>(s, k, a, lda, panel, y, accumulate);
                 row += block;
             }
         }
     }
 }
 
+/// `y` (at most [`MR`] rows, the panel's columns) from one panel: [`block_of`] for its
+/// rows, over `V` vectors a panel row, or over the first alone where the panel has no
+/// more columns than a vector (the last of a 7×7 plane's 49 positions, in `product`).
+#[inline(always)]
+pub(super) fn panel_of<S: Simd, const V: usize>(
+    s: S,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    panel: &[f32],
+    y: faer::MatMut<'_, f32>,
+    accumulate: bool,
+) {
+    let rows = y.nrows();
+    if y.ncols() <= S::F32_LANES {
+        rows_of::<S, 1>(s, rows, k, a, lda, panel, y, accumulate);
+    } else {
+        rows_of::<S, V>(s, rows, k, a, lda, panel, y, accumulate);
+    }
+}
+
 /// [`block_of`] for a block of `rows` (at most [`MR`]) rows.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn rows_of<S: Simd, const V: usize>(
+fn rows_of<S: Simd, const V: usize>(
     s: S,
     rows: usize,
     k: usize,

@@ -29,6 +29,10 @@ use crate::threads;
 /// Output positions in one block, at most.
 pub(crate) const BLOCK_COLS: usize = 128;
 
+/// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
+/// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
+const TAIL_ALIGN: usize = PANEL / 2;
+
 /// Rows of B packed at once, at most (more where one input channel has more taps).
 pub(crate) const BLOCK_K: usize = 512;
 
@@ -48,7 +52,7 @@ const fn run_rows(k: usize, taps: usize) -> usize {
 pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
     let cols = n.next_multiple_of(PANEL);
     let cols = if cols < BLOCK_COLS { cols } else { BLOCK_COLS };
-    run_rows(k, taps) * (cols + 8)
+    run_rows(k, taps) * (cols + TAIL_ALIGN)
 }
 
 /// The right operand B, made a block at a time.
@@ -251,7 +255,7 @@ impl WithSimd for Run<'_> {
         // Whole vectors of columns stay in panels; the rest (`tail`) are moved out
         // along `k`.
         let k = run.len();
-        let tail = cols.len() % 8;
+        let tail = cols.len() % TAIL_ALIGN;
         let paneled = cols.len() - tail;
         let (panels, rest) = scratch.split_at_mut(cols.len().div_ceil(PANEL) * PANEL * k);
         b.pack(run, cols, panels);

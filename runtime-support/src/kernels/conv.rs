@@ -177,7 +177,7 @@ fn conv(
         return super::direct::direct(p, x, w, bias, y, &mut scratch[..needed]);
     }
     let win = window(p);
-    let wide = block_cols(usize::MAX);
+    let wide = images_block_cols();
     let images_len = p.images_at_once_scratch_len(wide);
     if let Some(images) = p.conv_images_at_once(wide)
         && scratch.len() >= images_len
@@ -295,15 +295,15 @@ fn finish_row(act: Activation, bias: f32, residual: Option<&[f32]>, row: &mut [f
     }
 }
 
-/// Output positions per block on this CPU (see the module documentation).
-fn block_cols(positions: usize) -> usize {
+/// Output positions per block of images at once on this CPU (see [`CONV_MAX_BLOCK`]).
+fn images_block_cols() -> usize {
     #[cfg(target_arch = "x86_64")]
     let wide = std::arch::is_x86_feature_detected!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
     let wide = false;
     let block = if wide { 96 } else { 48 };
     debug_assert!(block <= CONV_MAX_BLOCK);
-    block.min(positions)
+    block
 }
 
 /// Unfolds output positions `cols` of one group of one image into columns `at ..` of

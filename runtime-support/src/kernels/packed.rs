@@ -6,8 +6,8 @@
 //! product's time). The compiler instead packs B once ([`pack_b`]) into the order the
 //! micro-kernel reads it: panels of [`PANEL`] columns, each panel's `k` rows back to
 //! back (`[panel][k][PANEL]`, the last panel zero-padded). A is read in place. The
-//! convolutions' im2col writes its unfolded block in the same layout ([`product`]),
-//! with the weights as A.
+//! convolutions' blocked product (`blocked.rs`) packs its blocks in the same layout
+//! and runs the same micro-kernel ([`panel_of`]), with the weights as A.
 //!
 //! The micro-kernel keeps an `MR × PANEL` block of Y in registers (6 × 16 with AVX2:
 //! 12 accumulators, two loads of B and six broadcasts of A per step of `k`). Panels go
@@ -65,15 +65,8 @@ pub fn matmul_packed(p: &PackedMatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
 /// `y = a · b` (or `y += a · b` where `accumulate`) on one thread: `a` is row-major
 /// `y.nrows() × k` with rows `lda` apart, `b` is `k × y.ncols()` in [`pack_b`]'s panel
 /// layout (a partial last panel's extra columns are read but never stored), and `y`'s
-/// rows are contiguous. im2col writes its unfolded block straight into this layout
-/// for the convolutions, whose weights are `a`.
-pub(crate) fn product(
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    mut y: faer::MatMut<'_, f32>,
-    accumulate: bool,
-) {
+/// rows are contiguous.
+fn product(a: &[f32], lda: usize, b: &[f32], mut y: faer::MatMut<'_, f32>, accumulate: bool) {
     let (m, n) = (y.nrows(), y.ncols());
     if m == 0 || n == 0 {
         return;
@@ -101,13 +94,7 @@ pub(crate) fn product(
 
 /// [`product`] with `y`'s rows shared among the current run's threads, in bands of
 /// whole row blocks; every element is summed in the same order whatever the count.
-pub(crate) fn product_shared(
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    y: faer::MatMut<'_, f32>,
-    accumulate: bool,
-) {
+fn product_shared(a: &[f32], lda: usize, b: &[f32], y: faer::MatMut<'_, f32>, accumulate: bool) {
     let (m, n) = (y.nrows(), y.ncols());
     let k = b.len() / (n.div_ceil(PANEL) * PANEL).max(1);
     let threads = threads::current();

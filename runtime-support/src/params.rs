@@ -43,30 +43,30 @@ pub const DIRECT_STEM_MAX_CHANNELS_IN: usize = 4;
 /// Tiles the Winograd kernel transforms together.
 pub const WINOGRAD_LANES: usize = 8;
 
-/// Least input channels for which a 3×3 convolution runs as Winograd
-/// ([`Conv2d::winograd_applies`]): each of its 16 products sums over the input
-/// channels alone, and the output transform costs the same for every output channel
-/// whatever their count, so with few input channels im2col is faster (measured on one
-/// Zen 4 core: SqueezeNet's 32→128 at 27×27 0.78× and 48→192 at 13×13 0.92× im2col's
-/// speed; 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×). Those figures are F(2×2)'s;
-/// F(4×4) pays with fewer ([`WINOGRAD_F4_MIN_CHANNELS_IN`]).
+/// Floats of space after each of a Winograd block's matrices (see the kernel's `SKEW`).
+pub const WINOGRAD_SKEW: usize = 16;
+
+/// The most tiles of a Winograd block ([`Conv2d::winograd_block`]).
+pub const WINOGRAD_MAX_BLOCK: usize = 96;
+
+/// Least input channels for which a 3×3 convolution runs as Winograd in a build over
+/// declared ranges ([`Conv2d::winograd_applies`]), where only the channels may decide:
+/// each product sums over the input channels alone, and the transforms cost the same
+/// for every output channel whatever their count, so with few input channels im2col
+/// is faster on some planes (measured on one Zen 4 core with the transforms of 2025:
+/// SqueezeNet's 32→128 at 27×27 0.78× and 48→192 at 13×13 0.92× im2col's speed;
+/// 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×).
 pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;
 
-/// Least input channels for which a 3×3 convolution whose plane has F(4×4)'s tiles
-/// runs as F(4×4) where the shape may decide ([`Conv2d::winograd_variant`]), ahead of
-/// im2col (from [`WINOGRAD_F4_MIN_TILES`] tiles) and of the direct kernel (from
-/// [`WINOGRAD_F4_OVER_DIRECT_MIN_TILES`]): F(4×4) does 4× fewer multiplies than a
-/// direct convolution where F(2×2) does 2.25× fewer. Times against what ran before,
-/// one Zen 4 core: over im2col, SqueezeNet's 48→192 at 13² (16 tiles) 0.93, 48→64 at
-/// 28² 0.72, 40→80 at 20² 0.84; over the direct kernel, SqueezeNet's 32→128 at 27²
-/// 0.86, DenseNet's 128→32 at 56² and 28² 0.80 and 0.79, 32→32 at 80² 0.88, 32→128
-/// at 56² 0.85, 32→64 at 40² 1.05 and 64→32 at 40² 1.01 (the losses seen), 128→32 at
-/// 14² (16 tiles) 1.10; 16→64 at 55² 1.42 (hence not below 32 input channels).
-pub const WINOGRAD_F4_MIN_CHANNELS_IN: usize = 32;
-
-/// Least F(4×4) tiles for which Winograd takes a layer the direct kernel would
-/// ([`WINOGRAD_F4_MIN_CHANNELS_IN`]): 7×7 tiles, a 25² to 28² plane.
-pub const WINOGRAD_F4_OVER_DIRECT_MIN_TILES: usize = 49;
+/// Least input channels for which a 3×3 stride-1 convolution runs as Winograd where
+/// the shape may decide ([`Conv2d::winograd_variant`]), ahead of the direct kernel
+/// and of im2col alike. Times (one Zen 4 core, `runtime-support/examples`-style
+/// probe, 1.0 = the kernel it replaces) with F(4×4) from 16 tiles: 128→32 at 14²
+/// 0.66, 32→128 at 14² 0.61, 32→64 at 40² 0.79, 64→32 at 40² 0.78, 32→128 at 27²
+/// 0.72, 24→24 at 56² 0.89; with F(2×2) below 16 tiles: 128→32 at 7² 0.85, 32→128 at
+/// 7² 0.84, 64→32 at 7² 0.94, 48→192 at 7² 0.94 (im2col), 128→32 at 5² 1.0. Fewer
+/// input channels lose: 16→64 at 55² 1.31 (F(4×4)).
+pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN: usize = 32;
 
 /// Least output channels for Winograd; with no more than
 /// [`DIRECT_MAX_CHANNELS_OUT`], the direct kernel takes the layer where its weights fit.
@@ -489,13 +489,12 @@ impl Conv2d {
             && self.c_out * self.c_in * kh * kw <= DIRECT_MAX_WEIGHTS
     }
 
-    /// Whether the layer runs as Winograd (`kernels::conv2d_winograd`, [`Self::winograd`]):
-    /// a 3×3 window at stride 1, no dilation, one group, at least
-    /// [`WINOGRAD_MIN_CHANNELS_IN`] input channels and [`WINOGRAD_MIN_CHANNELS_OUT`]
-    /// output channels, and not a direct convolution ([`Self::direct_applies`]: too
-    /// few output channels). Only the channels decide among
-    /// the layers it can run, so a build over declared ranges chooses the same at
-    /// every size.
+    /// Whether a build over declared ranges runs the layer as Winograd F(2×2)
+    /// ([`Self::winograd_variant`]): a 3×3 window at stride 1, no dilation, one group,
+    /// at least [`WINOGRAD_MIN_CHANNELS_IN`] input channels and
+    /// [`WINOGRAD_MIN_CHANNELS_OUT`] output channels, and not a direct convolution
+    /// ([`Self::direct_applies`]: too few output channels). Only the channels decide,
+    /// so such a build chooses the same at every size.
     pub const fn winograd_applies(&self) -> bool {
         self.winograd_geometry()
             && self.c_in >= WINOGRAD_MIN_CHANNELS_IN
@@ -516,15 +515,11 @@ impl Conv2d {
     }
 
     /// The Winograd variant the layer runs as, if any. Where the shape may decide
-    /// (`by_shape`: a build at fixed sizes): [`Self::winograd`] for the layers
-    /// [`Self::winograd_applies`] takes, and F(4×4) also for those of at least
-    /// [`WINOGRAD_F4_MIN_CHANNELS_IN`] input and [`WINOGRAD_MIN_CHANNELS_OUT`] output
-    /// channels whose plane has [`WINOGRAD_F4_MIN_TILES`] of its tiles
-    /// ([`WINOGRAD_F4_OVER_DIRECT_MIN_TILES`] where the direct kernel would take the
-    /// layer). Otherwise
-    /// (a build over declared ranges, whose one set of weights serves every size)
-    /// F(2×2) for the layers [`Self::winograd_applies`] takes, which only the channels
-    /// decide.
+    /// (`by_shape`: a build at fixed sizes), [`Self::winograd`] for the layers of its
+    /// window with at least [`WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN`] input and
+    /// [`WINOGRAD_MIN_CHANNELS_OUT`] output channels, whichever kernel would take them
+    /// otherwise. In a build over declared ranges, whose one set of weights serves
+    /// every size, F(2×2) for the layers [`Self::winograd_applies`] takes.
     pub const fn winograd_variant(&self, by_shape: bool) -> Option<Winograd> {
         if !by_shape {
             return if self.winograd_applies() {
@@ -533,21 +528,11 @@ impl Conv2d {
                 None
             };
         }
-        if self.winograd_applies() {
-            return Some(self.winograd());
-        }
-        let [rows, cols] = self.winograd_tiles(Winograd::F4);
-        let least_tiles = if self.direct_applies() {
-            WINOGRAD_F4_OVER_DIRECT_MIN_TILES
-        } else {
-            WINOGRAD_F4_MIN_TILES
-        };
         if self.winograd_geometry()
-            && self.c_in >= WINOGRAD_F4_MIN_CHANNELS_IN
+            && self.c_in >= WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN
             && self.c_out >= WINOGRAD_MIN_CHANNELS_OUT
-            && rows * cols >= least_tiles
         {
-            Some(Winograd::F4)
+            Some(self.winograd())
         } else {
             None
         }
@@ -575,13 +560,14 @@ impl Conv2d {
     /// Tiles per Winograd block: its transformed input (`v.products()` floats per tile
     /// and input channel) and its products (as many per tile and output channel) share
     /// one region of `products·max(c_in, c_out) + min(c_in, c_out)` floats a tile,
-    /// which stays within [`WINOGRAD_BLOCK_FLOATS`]; between 16 and 96 tiles, a whole
-    /// number of lane groups, and no more than the image has.
+    /// which stays within [`WINOGRAD_BLOCK_FLOATS`]; between 16 and
+    /// [`WINOGRAD_MAX_BLOCK`] tiles, a whole number of lane groups, and no more than the
+    /// image has.
     pub const fn winograd_block(&self, v: Winograd) -> usize {
         let [rows, cols] = self.winograd_tiles(v);
         let mut block = WINOGRAD_BLOCK_FLOATS / self.winograd_floats_per_tile(v);
-        if block > 96 {
-            block = 96;
+        if block > WINOGRAD_MAX_BLOCK {
+            block = WINOGRAD_MAX_BLOCK;
         }
         block -= block % WINOGRAD_LANES;
         // Narrower blocks multiply too few columns a product (8: half the speed).
@@ -603,14 +589,28 @@ impl Conv2d {
     }
 
     /// Scratch of `kernels::conv2d_winograd` as `v`, in `f32` elements: a block's
-    /// region of transformed input and products, and a patch's rows as wide as a
-    /// block's tiles reach (whole lane groups, plus the window's overhang), each with
-    /// the slack its lanes' transpose reads (8 floats from the last lane's first
-    /// column).
+    /// region of transformed input and products (rows of whole lane groups), and the
+    /// window of one input channel its tiles' patches read
+    /// ([`Self::winograd_window_len`]).
     pub const fn winograd_scratch_len(&self, v: Winograd) -> usize {
-        let block = self.winograd_block(v);
-        let lanes = block.next_multiple_of(WINOGRAD_LANES);
-        let row = v.tile() * lanes.saturating_sub(1) + WINOGRAD_LANES;
-        self.winograd_floats_per_tile(v) * block + v.patch() * row
+        self.winograd_region_len(v) + self.winograd_window_len(v)
+    }
+
+    /// Floats of a Winograd block's transformed input and products: a block's tiles in
+    /// whole lane groups, and each matrix of one kind followed by [`WINOGRAD_SKEW`]
+    /// floats (the products overlap the transformed input they no longer need).
+    pub const fn winograd_region_len(&self, v: Winograd) -> usize {
+        let lanes = self.winograd_block(v).next_multiple_of(WINOGRAD_LANES);
+        self.winograd_floats_per_tile(v) * lanes + v.products() * WINOGRAD_SKEW
+    }
+
+    /// Floats of the input window a Winograd block's patches lie in, at most: `g` whole
+    /// tile rows of `w` tiles (`g·w` within the block, `b`) take `T·(g − 1) + P` input
+    /// rows of `T·(w − 1) + 8` floats (8 from the last lane's first column), which is
+    /// at most `T·b·(8 + P − T) + (P − T)·(8 − T)`; a bound that grows with the block,
+    /// so the scratch lent at a build's largest sizes serves every smaller one.
+    pub const fn winograd_window_len(&self, v: Winograd) -> usize {
+        let (t, p) = (v.tile(), v.patch());
+        t * self.winograd_block(v) * (WINOGRAD_LANES + p - t) + (p - t) * (WINOGRAD_LANES - t)
     }
 }

@@ -41,14 +41,17 @@ use super::depthwise::Transpose;
 use super::elementwise::bias_activate;
 use super::gemm::{self, Operand, Split};
 use super::simd::vectorize;
-use crate::params::{Conv2d, WINOGRAD_LANES, Winograd};
+use crate::params::{Conv2d, WINOGRAD_LANES, WINOGRAD_MAX_BLOCK, WINOGRAD_SKEW, Winograd};
 use crate::threads;
 
 /// Tiles transformed together, one per vector lane.
 const LANES: usize = WINOGRAD_LANES;
 
-/// The largest tile side, for buffers of either variant's output rows.
-const MAX_TILE: usize = 4;
+/// Floats between one product's matrix and the next (`V[f]`, `M[f]`) past its end: a
+/// matrix of 16-float rows and 64, 128, … of them is 4 KiB long, and the transforms'
+/// 16 or 36 reads or writes 4 KiB apart meet in one set of L1 (64→64 F(4×4) at 56²:
+/// 1.07× as many cycles with matrices end to end).
+const SKEW: usize = WINOGRAD_SKEW;
 
 /// Lanes of one patch position (or product) for [`LANES`] tiles.
 type Lanes = [f32; LANES];
@@ -212,18 +215,6 @@ fn transform_2d<const P: usize, const O: usize>(
     y
 }
 
-/// Copies `LANES.min(src.len())` values: a fixed-size copy (vector moves) when whole.
-#[inline(always)]
-fn copy_lanes(dst: &mut [f32], src: &[f32]) {
-    if let (Some(d), Some(s)) = (dst.first_chunk_mut::<LANES>(), src.first_chunk::<LANES>()) {
-        *d = *s;
-    } else {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = *s;
-        }
-    }
-}
-
 /// Winograd convolution of `x` by transformed weights `u` ([`winograd_weights`] for
 /// the same `v`), for a layer of its window ([`Conv2d::winograd_geometry`]); `scratch` holds
 /// at least [`Conv2d::winograd_scratch_len`] floats.
@@ -293,7 +284,7 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
         let layer = Layer::<W, T, P> {
             p,
             block,
-            region: p.winograd_floats_per_tile(v) * block,
+            region: p.winograd_region_len(v),
             tiles_w,
             x,
             u,
@@ -341,15 +332,6 @@ struct Layer<'a, W, const T: usize, const P: usize> {
     transforms: std::marker::PhantomData<W>,
 }
 
-/// A run of consecutive tiles within one tile row: tile row `row`, tile columns
-/// `cols`, at column `at` of the block's matrices.
-#[derive(Clone)]
-struct Segment {
-    row: usize,
-    cols: Range<usize>,
-    at: usize,
-}
-
 impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
     /// Computes output tile rows `rows` into `out` (`c_out` rows over the output
     /// positions of those tile rows), a block for every `group` tile rows from the
@@ -365,7 +347,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
     ) {
         let p = self.p;
         let (block, tiles_w, products) = (self.block, self.tiles_w, P * P);
-        let (region, patch_rows) = scratch.split_at_mut(self.region);
+        let (region, window) = scratch.split_at_mut(self.region);
         let first_out_row = T * rows.start;
         // A row wider than a block is cut into blocks and a last, narrower piece: equal
         // pieces (narrower products) measured slower, 1.12× against 1.28× im2col's
@@ -379,28 +361,25 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                 .map(move |start| start..(start + step).min(end))
         });
         for tiles in blocks {
-            let n = tiles.len();
-            let segments = segments(tiles, tiles_w);
-            // `V[f]` lies at `v_at + f·c_in·n` and `M[f]` at `f·c_out·n`, in one region:
-            // `M[f]` may cover `V[g]` for `g < f`, already multiplied, never `V[f..]`.
-            let (v_len, m_len) = (p.c_in * n, p.c_out * n);
-            let v_at = if m_len <= v_len {
-                m_len
-            } else {
-                products * m_len - (products - 1) * v_len
-            };
-            let region = &mut region[..v_at + products * v_len];
+            let tiles = BlockTiles::new::<T, P>(p, tiles, tiles_w, first_out_row);
+            let (n, ld) = (tiles.n, tiles.ld);
+            // `V[f]` lies at `v_at + f·vs` and `M[f]` at `f·ms`, in one region: `M[f]`
+            // may cover `V[g]` for `g < f`, already multiplied, never `V[f..]`.
+            let (v_len, m_len) = (p.c_in * ld, p.c_out * ld);
+            let (vs, ms) = (v_len + SKEW, m_len + SKEW);
+            let v_at = m_len + (products - 1) * ms.saturating_sub(vs);
+            let region = &mut region[..v_at + products * vs];
             vectorize!({
                 let v = &mut region[v_at..];
-                self.transform_inputs(segments.clone(), n, v, patch_rows)
+                self.transform_inputs(&tiles, v, window)
             });
             for f in 0..products {
-                let (low, high) = region.split_at_mut(v_at + f * v_len);
-                let (m, v) = (&mut low[f * m_len..][..m_len], &high[..v_len]);
+                let (low, high) = region.split_at_mut(v_at + f * vs);
+                let (m, v) = (&mut low[f * ms..][..m_len], &high[..v_len]);
                 let u = Operand::rows(&self.u[f * p.c_out * p.c_in..], p.c_in);
                 let lhs = u.view(p.c_out, p.c_in);
-                let rhs = Operand::rows(v, n).view(p.c_in, n);
-                let dst = gemm::row_major_mut(m, p.c_out, n, n);
+                let rhs = Operand::rows(v, ld).view(p.c_in, n);
+                let dst = gemm::row_major_mut(m, p.c_out, n, ld);
                 if share {
                     gemm::product_shared(dst, faer::Accum::Replace, lhs, rhs, 1.0);
                 } else {
@@ -410,125 +389,103 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             vectorize!({
                 for (co, y) in out.as_mut().row_iter_mut().enumerate() {
                     let y = y.try_as_row_major_mut().expect("rows are contiguous");
-                    let rows = Rows {
-                        y: y.as_slice_mut(),
-                        first: first_out_row,
-                    };
-                    let m = &region[..products * m_len];
-                    self.transform_outputs(co, segments.clone(), n, m, rows);
+                    let m = &region[..products * ms];
+                    self.transform_outputs(co, &tiles, m, ms, y.as_slice_mut());
                 }
             });
         }
     }
 
-    /// Writes `V[ξν][ci][t]` (rows `n` long) for the block's tiles: each patch row is
-    /// copied between zero columns into `patch_rows`, then [`LANES`] tiles at a time
-    /// are gathered (stride `T` along the row) and transformed.
+    /// Writes `V[ξν][ci][t]` (rows `ld` long) for the block's tiles: each input
+    /// channel's window is copied into `window` (zeros outside the image), then
+    /// [`LANES`] tiles at a time are gathered (their patches' rows transposed) and
+    /// transformed.
     #[inline(always)]
-    fn transform_inputs(
-        &self,
-        segments: impl Iterator<Item = Segment> + Clone,
-        n: usize,
-        v: &mut [f32],
-        patch_rows: &mut [f32],
-    ) {
+    fn transform_inputs(&self, tiles: &BlockTiles, v: &mut [f32], window: &mut [f32]) {
         let p = self.p;
         let plane = p.h_in * p.w_in;
-        let row_len = patch_rows.len() / P;
-        // Patch row floats a group of lanes reads: 8 from each lane's first column.
-        let reach = T * (LANES - 1) + LANES;
+        let cols = tiles.window_cols;
+        let window = &mut window[..tiles.window_rows * cols];
         for (ci, x) in self.x.chunks_exact(plane).enumerate() {
-            for s in segments.clone() {
-                // Patch columns from the segment's first tile, rounded up to whole
-                // lane groups: input column `c` is patch column `c + pad_left - T·cols.start`.
-                let width = T * s.cols.len().next_multiple_of(LANES) + P - T;
-                let c0 = (T * s.cols.start) as isize - p.pads[1] as isize;
-                for (i, patch_row) in patch_rows.chunks_exact_mut(row_len).enumerate() {
-                    let patch_row = &mut patch_row[..width];
-                    let ih = (T * s.row + i) as isize - p.pads[0] as isize;
-                    if ih < 0 || ih >= p.h_in as isize {
-                        patch_row.fill(0.0);
-                        continue;
-                    }
-                    let src = &x[ih as usize * p.w_in..][..p.w_in];
-                    // Columns `lo..hi` of the patch row lie inside the input row.
-                    let lo = (-c0).clamp(0, width as isize) as usize;
-                    let hi = (p.w_in as isize - c0).clamp(lo as isize, width as isize) as usize;
-                    patch_row[..lo].fill(0.0);
-                    patch_row[hi..].fill(0.0);
-                    let from = (c0 + lo as isize) as usize;
-                    patch_row[lo..hi].copy_from_slice(&src[from..from + hi - lo]);
+            for (i, row) in window.chunks_exact_mut(cols).enumerate() {
+                let ih = tiles.top + i as isize;
+                if ih < 0 || ih >= p.h_in as isize {
+                    row.fill(0.0);
+                    continue;
                 }
-                for l0 in (0..s.cols.len()).step_by(LANES) {
-                    // Patch column `j` of lane `l` is row float `T·l + j`: an 8×8
-                    // transpose of the rows' runs from `T·l` (the runs' floats past the
-                    // patch, `j ≥ P`, are the row's slack, never used).
-                    let mut d = [[[0.0; LANES]; P]; P];
-                    for (i, d) in d.iter_mut().enumerate() {
-                        let row = &patch_rows[i * row_len + T * l0..][..reach];
-                        let runs = std::array::from_fn(|l| &row[T * l..][..LANES]);
-                        let columns = self.transpose.rows(runs);
-                        d.copy_from_slice(&columns[..P]);
-                    }
-                    let t = transform_2d(&d, W::input_1d);
-                    let count = LANES.min(s.cols.len() - l0);
-                    let at = ci * n + s.at + l0;
-                    for (f, vf) in v.chunks_exact_mut(p.c_in * n).enumerate() {
-                        let to = &mut vf[at..at + count];
-                        copy_lanes(to, &t[f / P][f % P]);
-                    }
+                let src = &x[ih as usize * p.w_in..][..p.w_in];
+                // Columns `lo..hi` of the window row lie inside the input row.
+                let lo = (-tiles.left).clamp(0, cols as isize) as usize;
+                let hi = (p.w_in as isize - tiles.left).clamp(lo as isize, cols as isize) as usize;
+                row[..lo].fill(0.0);
+                row[hi..].fill(0.0);
+                let from = (tiles.left + lo as isize) as usize;
+                row[lo..hi].copy_from_slice(&src[from..from + hi - lo]);
+            }
+            let v_ci = &mut v[ci * tiles.ld..];
+            let vs = p.c_in * tiles.ld + SKEW;
+            for (g, patches) in tiles.patch[..tiles.ld].chunks_exact(LANES).enumerate() {
+                // Patch column `j` of lane `l` is window float `patches[l] + j` of the
+                // patch's row: an 8×8 transpose of the rows' runs (the runs' floats
+                // past the patch, `j ≥ P`, are never used).
+                let mut d = [[[0.0; LANES]; P]; P];
+                for (i, d) in d.iter_mut().enumerate() {
+                    let runs = std::array::from_fn(|l| &window[patches[l] + i * cols..][..LANES]);
+                    let columns = self.transpose.rows(runs);
+                    d.copy_from_slice(&columns[..P]);
+                }
+                let t = transform_2d(&d, W::input_1d);
+                let at = g * LANES;
+                for (f, vf) in v_ci.chunks_mut(vs).take(P * P).enumerate() {
+                    let to: &mut Lanes = (&mut vf[at..at + LANES]).try_into().expect("lanes");
+                    *to = t[f / P][f % P];
                 }
             }
         }
     }
 
-    /// Transforms output channel `co`'s products `M[ξν][co][t]` (rows `n` long) of the
-    /// block's tiles into its output rows, with bias and activation.
+    /// Transforms output channel `co`'s products `M[ξν][co][t]` (rows `ld` long) of
+    /// the block's tiles into its output rows `y`, with bias and activation.
     #[inline(always)]
     fn transform_outputs(
         &self,
         co: usize,
-        segments: impl Iterator<Item = Segment>,
-        n: usize,
+        tiles: &BlockTiles,
         m: &[f32],
-        rows: Rows<'_>,
+        ms: usize,
+        y: &mut [f32],
     ) {
         let p = self.p;
         let bias = self.bias.map_or(0.0, |b| b[co]);
-        for s in segments {
-            for l0 in (0..s.cols.len()).step_by(LANES) {
-                let count = LANES.min(s.cols.len() - l0);
-                let at = co * n + s.at + l0;
-                let mut prods = [[[0.0; LANES]; P]; P];
-                for (f, mf) in m.chunks_exact(p.c_out * n).enumerate() {
-                    copy_lanes(&mut prods[f / P][f % P], &mf[at..at + count]);
-                }
-                let tile = transform_2d(&prods, W::output_1d);
-                for (i, tile_row) in tile.iter().enumerate() {
-                    let oh = T * s.row + i;
-                    if oh >= p.h_out {
-                        break;
+        let zeros = [0.0; LANES];
+        for g in (0..tiles.n).step_by(LANES) {
+            let mut prods = [[[0.0; LANES]; P]; P];
+            let at = co * tiles.ld + g;
+            for (f, mf) in m.chunks_exact(ms).enumerate() {
+                prods[f / P][f % P] = mf[at..at + LANES].try_into().expect("lanes");
+            }
+            let mut tile = transform_2d(&prods, W::output_1d);
+            bias_activate(
+                p.activation,
+                bias,
+                tile.as_flattened_mut().as_flattened_mut(),
+            );
+            for (i, tile_row) in tile.iter().enumerate() {
+                // Lane `l`'s `T` outputs of this row are the first of run `l`.
+                let runs = std::array::from_fn(|j| tile_row.get(j).unwrap_or(&zeros).as_slice());
+                let lanes = self.transpose.rows(runs);
+                let count = LANES.min(tiles.n - g);
+                for (l, run) in lanes[..count].iter().enumerate() {
+                    let k = g + l;
+                    let [rows, cols] = tiles.extent[k];
+                    if i >= rows as usize {
+                        continue;
                     }
-                    // Columns of the tiles' outputs in this row, interleaved: lane `l`'s
-                    // `T` outputs at `T·l`, from an 8×8 transpose (each lane's run of 8
-                    // written in turn, its floats past `T` overwritten by the next).
-                    let zeros = [0.0; LANES];
-                    let runs =
-                        std::array::from_fn(|j| tile_row.get(j).unwrap_or(&zeros).as_slice());
-                    let mut row = [0.0; MAX_TILE * (LANES - 1) + LANES];
-                    for (l, run) in self.transpose.rows(runs).iter().enumerate() {
-                        row[T * l..][..LANES].copy_from_slice(run);
-                    }
-                    let out = &mut row[..T * LANES];
-                    bias_activate(p.activation, bias, out);
-                    let ow = T * (s.cols.start + l0);
-                    let len = (T * count).min(p.w_out - ow);
-                    let y = &mut rows.y[(oh - rows.first) * p.w_out + ow..][..len];
-                    // A whole row of lanes is a copy of fixed length (vector moves).
-                    if len == T * LANES {
-                        y.copy_from_slice(out);
+                    let y = &mut y[tiles.output[k] + i * p.w_out..];
+                    if cols as usize == T {
+                        y[..T].copy_from_slice(&run[..T]);
                     } else {
-                        y.copy_from_slice(&out[..len]);
+                        y[..cols as usize].copy_from_slice(&run[..cols as usize]);
                     }
                 }
             }
@@ -536,30 +493,69 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
     }
 }
 
-/// One output channel's rows `first..` of the plane, as a slice.
-struct Rows<'a> {
-    y: &'a mut [f32],
-    first: usize,
+/// A block's tiles in the order the transforms take them, [`LANES`] at a time (across
+/// tile rows where a row has fewer): where each one's patch starts in the block's input
+/// window, where its outputs start, and how many of them lie inside the plane.
+struct BlockTiles {
+    /// Tiles, and the length of the block's matrix rows: `n` in whole lane groups.
+    n: usize,
+    ld: usize,
+    /// The window: its first input row and column (negative in the padding), its
+    /// size. It covers the block's tile rows and columns, and 8 floats from the
+    /// last lane's first column (the transpose's reach).
+    top: isize,
+    left: isize,
+    window_rows: usize,
+    window_cols: usize,
+    /// Per tile: its patch's first float in the window (for the lanes past `n`, the
+    /// first tile's), its first output in the output rows, and `[rows, columns]` of
+    /// its outputs inside the plane.
+    patch: [usize; WINOGRAD_MAX_BLOCK],
+    output: [usize; WINOGRAD_MAX_BLOCK],
+    extent: [[u8; 2]; WINOGRAD_MAX_BLOCK],
 }
 
-/// The runs of tiles `tiles` (row-major, `tiles_w` a row) within single tile rows.
-fn segments(tiles: Range<usize>, tiles_w: usize) -> impl Iterator<Item = Segment> + Clone {
-    let start = tiles.start;
-    let mut k = start;
-    std::iter::from_fn(move || {
-        if k >= tiles.end {
-            return None;
-        }
-        let (row, col) = (k / tiles_w, k % tiles_w);
-        let len = (tiles_w - col).min(tiles.end - k);
-        let s = Segment {
-            row,
-            cols: col..col + len,
-            at: k - start,
+impl BlockTiles {
+    /// Tiles `tiles` (row-major, `tiles_w` a row: whole tile rows, or part of one) of
+    /// a layer whose output rows start at row `first_out_row` of the plane.
+    fn new<const T: usize, const P: usize>(
+        p: &Conv2d,
+        tiles: Range<usize>,
+        tiles_w: usize,
+        first_out_row: usize,
+    ) -> Self {
+        let (n, ld) = (tiles.len(), tiles.len().next_multiple_of(LANES));
+        assert!(ld <= WINOGRAD_MAX_BLOCK, "winograd: block of {n} tiles");
+        let (first, last) = (tiles.start, tiles.end - 1);
+        let (row0, row1) = (first / tiles_w, last / tiles_w);
+        let (col0, col1) = if row0 == row1 {
+            (first % tiles_w, last % tiles_w)
+        } else {
+            (0, tiles_w - 1)
         };
-        k += len;
-        Some(s)
-    })
+        let window_cols = T * (col1 - col0) + LANES;
+        let mut this = BlockTiles {
+            n,
+            ld,
+            top: (T * row0) as isize - p.pads[0] as isize,
+            left: (T * col0) as isize - p.pads[1] as isize,
+            window_rows: T * (row1 - row0) + P,
+            window_cols,
+            patch: [0; WINOGRAD_MAX_BLOCK],
+            output: [0; WINOGRAD_MAX_BLOCK],
+            extent: [[0; 2]; WINOGRAD_MAX_BLOCK],
+        };
+        for (k, t) in tiles.enumerate() {
+            let (row, col) = (t / tiles_w, t % tiles_w);
+            this.patch[k] = T * (row - row0) * window_cols + T * (col - col0);
+            this.output[k] = (T * row - first_out_row) * p.w_out + T * col;
+            this.extent[k] = [
+                (p.h_out - T * row).min(T) as u8,
+                (p.w_out - T * col).min(T) as u8,
+            ];
+        }
+        this
+    }
 }
 
 #[cfg(test)]
@@ -614,9 +610,47 @@ mod tests {
         transforms_give_the_direct_convolution::<F4, 4, 6>(Winograd::F4);
     }
 
+    /// A 10×10 output in F(4×4)'s tiles (3×3, the last row and column 2 wide), input
+    /// padded by 1: the whole plane as one block, then a piece of the middle row.
     #[test]
-    fn segments_cut_a_block_at_tile_rows() {
-        let s: Vec<_> = segments(5..17, 6).map(|s| (s.row, s.cols, s.at)).collect();
-        assert_eq!(s, [(0, 5..6, 0), (1, 0..6, 1), (2, 0..5, 7)]);
+    fn block_tiles_place_patches_and_outputs() {
+        let p = Conv2d {
+            n: 1,
+            c_in: 1,
+            h_in: 10,
+            w_in: 10,
+            c_out: 1,
+            h_out: 10,
+            w_out: 10,
+            kernel: [3, 3],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pads: [1; 4],
+            group: 1,
+            activation: crate::params::Activation::None,
+        };
+        let all = BlockTiles::new::<4, 6>(&p, 0..9, 3, 0);
+        assert_eq!((all.n, all.ld), (9, 16));
+        assert_eq!((all.top, all.left), (-1, -1));
+        // Patches of 6 rows from every 4th; 8 floats from the last tile's first column.
+        assert_eq!((all.window_rows, all.window_cols), (14, 16));
+        for k in 0..9 {
+            let (r, c) = (k / 3, k % 3);
+            assert_eq!(all.patch[k], 4 * r * 16 + 4 * c, "tile {k}");
+            assert_eq!(all.output[k], 4 * r * 10 + 4 * c, "tile {k}");
+            let side = |i| if i == 2 { 2 } else { 4 };
+            assert_eq!(all.extent[k], [side(r), side(c)], "tile {k}");
+        }
+        // The lanes past the last tile read the first one's patch.
+        assert!(all.patch[9..16].iter().all(|&at| at == 0));
+
+        // Tiles 4 and 5 of the middle row, in output rows from 4 on.
+        let piece = BlockTiles::new::<4, 6>(&p, 4..6, 3, 4);
+        assert_eq!((piece.n, piece.ld), (2, 8));
+        assert_eq!((piece.top, piece.left), (3, 3));
+        assert_eq!((piece.window_rows, piece.window_cols), (6, 12));
+        assert_eq!(piece.patch[..2], [0, 4]);
+        assert_eq!(piece.output[..2], [4, 8]);
+        assert_eq!(piece.extent[..2], [[4, 4], [4, 2]]);
     }
 }

@@ -117,19 +117,20 @@ fn blocks_across_tile_rows() {
     check(q, 21);
 }
 
-/// Layers with fewer input channels than F(2×2) takes, which run as F(4×4) where
-/// their plane has its tiles (SqueezeNet's 32→128 at 27², 48→192 at 13²).
+/// Layers with fewer input channels than a build over ranges takes, which run as
+/// Winograd where the shape decides (SqueezeNet's 32→128 at 27², 48→192 at 13²).
 #[test]
 fn few_input_channels() {
-    for (k, p) in [
-        same(1, 32, [27, 27], 128),
-        same(1, 48, [13, 13], 72),
-        same(1, 33, [30, 29], 32),
+    for (k, (p, v)) in [
+        (same(1, 32, [27, 27], 128), Winograd::F4),
+        (same(1, 48, [13, 13], 72), Winograd::F4),
+        (same(1, 33, [30, 29], 32), Winograd::F4),
+        (same(1, 48, [7, 7], 40), Winograd::F2),
     ]
     .into_iter()
     .enumerate()
     {
-        assert!(!p.winograd_applies() && p.winograd_variant(true) == Some(Winograd::F4));
+        assert!(!p.winograd_applies() && p.winograd_variant(true) == Some(v));
         check(p, 50 + k as u64);
     }
 }
@@ -152,12 +153,14 @@ fn variant_by_shape_and_over_ranges() {
         ),
         (same(1, 32, [27, 27], 128), Some(Winograd::F4), None),
         (same(1, 48, [13, 13], 192), Some(Winograd::F4), None),
-        (same(1, 48, [7, 7], 192), None, None),
+        (same(1, 48, [7, 7], 192), Some(Winograd::F2), None),
         (same(1, 16, [55, 55], 64), None, None),
-        // The direct kernel's layers from 7×7 tiles (DenseNet's 128→32 at 28²).
+        (same(1, 31, [13, 13], 64), None, None),
+        // The direct kernel's layers (DenseNet's 128→32 at 28², 14², 7²).
         (same(1, 128, [28, 28], 32), Some(Winograd::F4), None),
-        (same(1, 128, [14, 14], 32), None, None),
-        (same(1, 32, [14, 14], 128), None, None),
+        (same(1, 128, [14, 14], 32), Some(Winograd::F4), None),
+        (same(1, 128, [7, 7], 32), Some(Winograd::F2), None),
+        (same(1, 32, [14, 14], 128), Some(Winograd::F4), None),
         (same(1, 32, [56, 56], 31), None, None),
         (
             params(1, 64, [56, 56], 64, [3, 3], [2, 2], [1, 1], [1; 4], 1),

@@ -194,6 +194,42 @@ impl Overlapped<'_> {
         );
     }
 
+    /// The end of the longest run of planes from `first` whose output planes lie on no
+    /// input plane from `first` on, so that they may be pooled in any order (by several
+    /// threads at once) once the planes before `first` are done: at least `first + 1`
+    /// (the condition proved when `self` was made), at most the number of planes.
+    pub fn apart_from(&self, first: usize) -> usize {
+        assert!(first < self.planes, "plane {first} of {}", self.planes);
+        let inputs = self.x_at + first * self.x_plane..self.x_at + self.planes * self.x_plane;
+        let outputs_at = self.y_at + first * self.y_plane;
+        if self.y_plane == 0 || outputs_at >= inputs.end {
+            return self.planes;
+        }
+        // Output planes `first..end` end at or before input plane `first`.
+        let end = inputs.start.saturating_sub(self.y_at) / self.y_plane;
+        end.clamp(first + 1, self.planes)
+    }
+
+    /// Input planes `planes` (read) and output planes `planes` (written), a run
+    /// [`Overlapped::apart_from`] allows: they are disjoint.
+    pub fn apart(&mut self, planes: Range<usize>) -> (&[f32], &mut [f32]) {
+        self.check_block(&planes);
+        assert!(
+            !planes.is_empty() && planes.end <= self.apart_from(planes.start),
+            "planes {planes:?} are not apart"
+        );
+        let x = self.x_at + planes.start * self.x_plane;
+        let y = self.y_at + planes.start * self.y_plane;
+        let (x_len, y_len) = (planes.len() * self.x_plane, planes.len() * self.y_plane);
+        if y + y_len <= x {
+            let (lo, hi) = self.span.split_at_mut(x);
+            (&hi[..x_len], &mut lo[y..y + y_len])
+        } else {
+            let (lo, hi) = self.span.split_at_mut(y);
+            (&lo[x..x + x_len], &mut hi[..y_len])
+        }
+    }
+
     /// Input plane `q` (read) and output plane `q` (written). They are disjoint, and the
     /// output plane lies on no input plane after `q`: proved when `self` was made.
     pub fn plane(&mut self, q: usize) -> (&[f32], &mut [f32]) {

@@ -46,6 +46,11 @@ pub const WINOGRAD_LANES: usize = 8;
 /// Floats of space after each of a Winograd block's matrices (see the kernel's `SKEW`).
 pub const WINOGRAD_SKEW: usize = 16;
 
+/// The most bands of output channels a Winograd layer of one block is shared in
+/// among threads (see `kernels::conv2d_winograd`); its scratch holds a matrix skew
+/// for each.
+pub const WINOGRAD_MAX_BANDS: usize = 8;
+
 /// The most tiles of a Winograd block ([`Conv2d::winograd_block`]).
 pub const WINOGRAD_MAX_BLOCK: usize = 96;
 
@@ -588,12 +593,33 @@ impl Conv2d {
         v.products() * wide + narrow
     }
 
-    /// Scratch of `kernels::conv2d_winograd` as `v`, in `f32` elements: a block's
-    /// region of transformed input and products (rows of whole lane groups), and the
-    /// window of one input channel its tiles' patches read
-    /// ([`Self::winograd_window_len`]).
+    /// Scratch of `kernels::conv2d_winograd` as `v`, in `f32` elements, as planned:
+    /// [`Self::winograd_least_scratch_len`], and for a layer of one block room to lay
+    /// its transformed input and products apart ([`Self::winograd_banded_len`]), so
+    /// that threads can share the products by bands of output channels.
     pub const fn winograd_scratch_len(&self, v: Winograd) -> usize {
+        let (region, banded) = (self.winograd_region_len(v), self.winograd_banded_len(v));
+        (if banded > region { banded } else { region }) + self.winograd_window_len(v)
+    }
+
+    /// The scratch `kernels::conv2d_winograd` cannot run without: a block's region of
+    /// transformed input and products (rows of whole lane groups), and the window of
+    /// one input channel its tiles' patches read ([`Self::winograd_window_len`]).
+    pub const fn winograd_least_scratch_len(&self, v: Winograd) -> usize {
         self.winograd_region_len(v) + self.winograd_window_len(v)
+    }
+
+    /// Floats of a one-block layer's transformed input and products laid apart (each
+    /// matrix followed by [`WINOGRAD_SKEW`] floats, the products' in each of up to
+    /// [`WINOGRAD_MAX_BANDS`] bands); 0 for a layer of several blocks.
+    pub const fn winograd_banded_len(&self, v: Winograd) -> usize {
+        let [rows, cols] = self.winograd_tiles(v);
+        let block = self.winograd_block(v);
+        if rows * cols > block {
+            return 0;
+        }
+        let ld = block.next_multiple_of(WINOGRAD_LANES);
+        v.products() * ((self.c_in + self.c_out) * ld + (1 + WINOGRAD_MAX_BANDS) * WINOGRAD_SKEW)
     }
 
     /// Floats of a Winograd block's transformed input and products: a block's tiles in

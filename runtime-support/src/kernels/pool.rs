@@ -63,20 +63,7 @@ pub fn pool2d(p: &Pool2d, x: &[f32], y: &mut [f32]) {
     if y.is_empty() {
         return;
     }
-    let pool = Pooling::new(p);
-    // Planes are independent: with worker threads, each takes a group of whole planes
-    // (one group per thread, so that the buffers are set up once per thread), whole
-    // blocks of them where blocks are interleaved.
-    let mut per_group = planes.div_ceil(threads::current());
-    if let Path::Interleaved(_) = pool.path {
-        per_group = per_group.next_multiple_of(BLOCK);
-    }
-    let work = y.len() * p.kernel[0] * p.kernel[1];
-    let groups = y.chunks_mut(per_group * plane_out).enumerate();
-    threads::for_each(groups, work, |(g, out)| {
-        let x = &x[g * per_group * plane_in..][..out.len() / plane_out * plane_in];
-        vectorize!({ pool.planes(x, out, &mut Buffers::new(pool.identity())) })
-    });
+    Pooling::new(p).shared(x, y, planes);
 }
 
 /// [`pool2d`] with its output placed partly over its input (segment overlapping): one
@@ -96,22 +83,32 @@ pub fn pool2d_overlapping(p: &Pool2d, mut xy: Overlapped<'_>) {
         return;
     }
     let pool = Pooling::new(p);
-    vectorize!({
-        let mut bufs = Buffers::new(pool.identity());
+    // Runs of planes whose outputs lie on none of the inputs still to read are pooled
+    // as `pool2d` pools (shared among threads); the rest one plane (or interleaved
+    // block) at a time. Runs grow as the outputs fall behind the inputs: a pool that
+    // quarters the plane over its own input takes 1, 4, 16, … planes a run.
+    let mut first = 0;
+    while first < planes {
+        let mut end = xy.apart_from(first);
         if let Path::Interleaved(geometry) = &pool.path {
-            // A block's inputs are read whole before its outputs are written.
-            for start in (0..planes).step_by(BLOCK) {
-                let block = start..(start + BLOCK).min(planes);
-                pool.interleaved_block(geometry, xy.inputs(block.clone()), &mut bufs);
-                pool.write_block(geometry, &bufs, xy.outputs(block));
+            let whole = (end - first) / BLOCK * BLOCK;
+            if whole == 0 {
+                // A block's inputs are read whole before its outputs are written.
+                let block = first..(first + BLOCK).min(planes);
+                vectorize!({
+                    let mut bufs = Buffers::new(pool.identity());
+                    pool.interleaved_block(geometry, xy.inputs(block.clone()), &mut bufs);
+                    pool.write_block(geometry, &bufs, xy.outputs(block.clone()));
+                });
+                first = block.end;
+                continue;
             }
-            return;
+            end = if end == planes { end } else { first + whole };
         }
-        for q in 0..planes {
-            let (x, out) = xy.plane(q);
-            pool.planes(x, out, &mut bufs);
-        }
-    });
+        let (x, y) = xy.apart(first..end);
+        pool.shared(x, y, end - first);
+        first = end;
+    }
 }
 
 /// Floats in each of the stack buffers a band is pooled through (8 KiB each).
@@ -247,6 +244,25 @@ fn interleaved(p: &Pool2d) -> Option<Conv2d> {
 }
 
 impl Pooling {
+    /// Pools `planes` whole planes `x` into `y`. Planes are independent: with worker
+    /// threads, each takes a group of whole planes (one group per thread, so that the
+    /// buffers are set up once per thread), whole blocks of them where blocks are
+    /// interleaved.
+    fn shared(&self, x: &[f32], y: &mut [f32], planes: usize) {
+        let (h, w) = (&self.win.h, &self.win.w);
+        let (plane_in, plane_out) = (h.in_len * w.in_len, h.out_len * w.out_len);
+        let mut per_group = planes.div_ceil(threads::current());
+        if let Path::Interleaved(_) = self.path {
+            per_group = per_group.next_multiple_of(BLOCK);
+        }
+        let work = y.len() * h.kernel * w.kernel;
+        let groups = y.chunks_mut(per_group * plane_out).enumerate();
+        threads::for_each(groups, work, |(g, out)| {
+            let x = &x[g * per_group * plane_in..][..out.len() / plane_out * plane_in];
+            vectorize!({ self.planes(x, out, &mut Buffers::new(self.identity())) })
+        });
+    }
+
     fn new(p: &Pool2d) -> Self {
         let win = Window::new(
             [p.h_in, p.w_in],

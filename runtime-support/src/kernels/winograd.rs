@@ -41,7 +41,9 @@ use super::depthwise::Transpose;
 use super::elementwise::bias_activate;
 use super::gemm::{self, Operand, Split};
 use super::simd::vectorize;
-use crate::params::{Conv2d, WINOGRAD_LANES, WINOGRAD_MAX_BLOCK, WINOGRAD_SKEW, Winograd};
+use crate::params::{
+    Conv2d, WINOGRAD_LANES, WINOGRAD_MAX_BANDS, WINOGRAD_MAX_BLOCK, WINOGRAD_SKEW, Winograd,
+};
 use crate::threads;
 
 /// Tiles transformed together, one per vector lane.
@@ -52,6 +54,18 @@ const LANES: usize = WINOGRAD_LANES;
 /// 16 or 36 reads or writes 4 KiB apart meet in one set of L1 (64→64 F(4×4) at 56²:
 /// 1.07× as many cycles with matrices end to end).
 const SKEW: usize = WINOGRAD_SKEW;
+
+/// The most products of a variant (F(4×4)'s 36).
+const MAX_PRODUCTS: usize = 36;
+
+/// One mutable slice per product matrix (the unused ones empty).
+type Matrices<'a> = [&'a mut [f32]; MAX_PRODUCTS];
+
+/// `v` cut into matrices `stride` floats apart.
+fn matrices(v: &mut [f32], stride: usize) -> Matrices<'_> {
+    let mut chunks = v.chunks_mut(stride);
+    std::array::from_fn(|_| chunks.next().unwrap_or_default())
+}
 
 /// Lanes of one patch position (or product) for [`LANES`] tiles.
 type Lanes = [f32; LANES];
@@ -217,7 +231,9 @@ fn transform_2d<const P: usize, const O: usize>(
 
 /// Winograd convolution of `x` by transformed weights `u` ([`winograd_weights`] for
 /// the same `v`), for a layer of its window ([`Conv2d::winograd_geometry`]); `scratch` holds
-/// at least [`Conv2d::winograd_scratch_len`] floats.
+/// at least [`Conv2d::winograd_least_scratch_len`] floats (and where it holds
+/// [`Conv2d::winograd_scratch_len`], a layer of one block is shared among threads by
+/// bands of output channels).
 pub fn conv2d_winograd(
     p: &Conv2d,
     v: Winograd,
@@ -244,10 +260,11 @@ pub fn conv2d_winograd(
     if let Some(b) = bias {
         assert_eq!(b.len(), p.c_out, "conv2d_winograd: bias");
     }
-    // A build over declared ranges lends the scratch its largest size: use a prefix.
-    let scratch_len = p.winograd_scratch_len(v);
-    assert!(scratch.len() >= scratch_len, "conv2d_winograd: scratch");
-    let scratch = &mut scratch[..scratch_len];
+    // A build over declared ranges lends the scratch its largest size.
+    assert!(
+        scratch.len() >= p.winograd_least_scratch_len(v),
+        "conv2d_winograd: scratch"
+    );
     if y.is_empty() {
         return;
     }
@@ -276,6 +293,7 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
     let group = (block / tiles_w).max(1);
     let groups = tile_rows.div_ceil(group);
     let threads = threads::current();
+    let window = p.winograd_window_len(v);
     for (x, y) in x
         .chunks_exact(p.c_in * plane_in)
         .zip(y.chunks_exact_mut(p.c_out * plane_out))
@@ -292,6 +310,11 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
             transpose: Transpose::for_channels(LANES),
             transforms: std::marker::PhantomData,
         };
+        let banded = p.winograd_banded_len(v);
+        if threads > 1 && groups == 1 && banded > 0 && scratch.len() >= banded + window {
+            layer.banded(tile_rows, y, scratch, threads.min(WINOGRAD_MAX_BANDS));
+            continue;
+        }
         if threads == 1 || groups < threads {
             layer.tile_rows(0..tile_rows, group, y, scratch, true);
             continue;
@@ -370,8 +393,8 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             let v_at = m_len + (products - 1) * ms.saturating_sub(vs);
             let region = &mut region[..v_at + products * vs];
             vectorize!({
-                let v = &mut region[v_at..];
-                self.transform_inputs(&tiles, v, window)
+                let mut v = matrices(&mut region[v_at..], vs);
+                self.transform_inputs(&tiles, 0..p.c_in, &mut v, window)
             });
             for f in 0..products {
                 let (low, high) = region.split_at_mut(v_at + f * vs);
@@ -390,23 +413,110 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                 for (co, y) in out.as_mut().row_iter_mut().enumerate() {
                     let y = y.try_as_row_major_mut().expect("rows are contiguous");
                     let m = &region[..products * ms];
-                    self.transform_outputs(co, &tiles, m, ms, y.as_slice_mut());
+                    self.transform_outputs(co, co, &tiles, m, ms, y.as_slice_mut());
                 }
             });
         }
     }
 
-    /// Writes `V[ξν][ci][t]` (rows `ld` long) for the block's tiles: each input
-    /// channel's window is copied into `window` (zeros outside the image), then
-    /// [`LANES`] tiles at a time are gathered (their patches' rows transposed) and
-    /// transformed.
+    /// The whole plane as one block, its products shared among threads by `bands`
+    /// bands of output channels: the input is transformed on this thread into `V`
+    /// (each `V[f]` its own), then each band's thread multiplies all `P²` products for
+    /// its rows into matrices of its own and transforms them into its channels'
+    /// outputs: one hand-off a layer where sharing each product makes `P²`. Each sum
+    /// is the one [`Self::tile_rows`] makes (the same products by rows).
+    fn banded(
+        &self,
+        tile_rows: usize,
+        out: faer::MatMut<'_, f32>,
+        scratch: &mut [f32],
+        bands: usize,
+    ) {
+        let p = self.p;
+        let products = P * P;
+        let tiles = BlockTiles::new::<T, P>(p, 0..tile_rows * self.tiles_w, self.tiles_w, 0);
+        let (n, ld) = (tiles.n, tiles.ld);
+        let vs = p.c_in * ld + SKEW;
+        let (v, rest) = scratch.split_at_mut(products * vs);
+        let (m, window) = rest.split_at_mut(products * (p.c_out * ld + bands * SKEW));
+        // The input transform by bands of input channels, each with its rows of every
+        // `V[f]` and a window of its own.
+        let per = p.c_in.div_ceil(bands);
+        let (mut rest, mut start) = (matrices(v, vs), 0);
+        let parts = std::iter::from_fn(move || {
+            let channels = start..(start + per).min(p.c_in);
+            if channels.is_empty() {
+                return None;
+            }
+            start = channels.end;
+            let len = channels.len() * ld;
+            let rows = std::array::from_fn(|f| {
+                let matrix = std::mem::take(&mut rest[f]);
+                let (rows, tail) = matrix.split_at_mut(len.min(matrix.len()));
+                rest[f] = tail;
+                rows
+            });
+            Some((channels, rows))
+        });
+        let work = p.c_in * n * products * P;
+        let window = &mut window[..tiles.window_rows * tiles.window_cols];
+        threads::for_each_with_scratch(parts, work, window, |(channels, mut rows), window| {
+            vectorize!({ self.transform_inputs(&tiles, channels, &mut rows, window) })
+        });
+        let v = &*v;
+        // Bands of whole row blocks of 8, as even as that allows; each with its rows
+        // of every product (`b·ld` floats and a skew apart) and of the output.
+        let per = p.c_out.div_ceil(bands).next_multiple_of(8);
+        let (mut m, mut out, mut start) = (m, Some(out), 0);
+        let parts = std::iter::from_fn(move || {
+            let rows = start..(start + per).min(p.c_out);
+            if rows.is_empty() {
+                return None;
+            }
+            start = rows.end;
+            let ms = rows.len() * ld + SKEW;
+            let (band, rest) = std::mem::take(&mut m).split_at_mut(products * ms);
+            m = rest;
+            let (y, rest) = out.take()?.split_at_row_mut(rows.len());
+            out = Some(rest);
+            Some((rows, band, ms, y))
+        });
+        let macs = products * p.c_out * p.c_in * n;
+        threads::for_each(parts, macs, |(rows, band, ms, mut y)| {
+            for f in 0..products {
+                let u = &self.u[(f * p.c_out + rows.start) * p.c_in..];
+                let lhs = Operand::rows(u, p.c_in).view(rows.len(), p.c_in);
+                let rhs = Operand::rows(&v[f * vs..], ld).view(p.c_in, n);
+                let dst = gemm::row_major_mut(&mut band[f * ms..], rows.len(), n, ld);
+                gemm::product(dst, faer::Accum::Replace, lhs, rhs, 1.0);
+            }
+            vectorize!({
+                for (i, y) in y.as_mut().row_iter_mut().enumerate() {
+                    let y = y.try_as_row_major_mut().expect("rows are contiguous");
+                    self.transform_outputs(rows.start + i, i, &tiles, band, ms, y.as_slice_mut());
+                }
+            });
+        });
+    }
+
+    /// Writes `V[ξν][ci][t]` (rows `ld` long) for the block's tiles and input channels
+    /// `channels`, into `v[ξ·P + ν]` from its row `channels.start`: each channel's
+    /// window is copied into `window` (zeros outside the image), then [`LANES`] tiles
+    /// at a time are gathered (their patches' rows transposed) and transformed.
     #[inline(always)]
-    fn transform_inputs(&self, tiles: &BlockTiles, v: &mut [f32], window: &mut [f32]) {
+    fn transform_inputs(
+        &self,
+        tiles: &BlockTiles,
+        channels: Range<usize>,
+        v: &mut Matrices<'_>,
+        window: &mut [f32],
+    ) {
         let p = self.p;
         let plane = p.h_in * p.w_in;
         let cols = tiles.window_cols;
         let window = &mut window[..tiles.window_rows * cols];
-        for (ci, x) in self.x.chunks_exact(plane).enumerate() {
+        let x = &self.x[channels.start * plane..channels.end * plane];
+        for (ci, x) in x.chunks_exact(plane).enumerate() {
             for (i, row) in window.chunks_exact_mut(cols).enumerate() {
                 let ih = tiles.top + i as isize;
                 if ih < 0 || ih >= p.h_in as isize {
@@ -422,8 +532,6 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                 let from = (tiles.left + lo as isize) as usize;
                 row[lo..hi].copy_from_slice(&src[from..from + hi - lo]);
             }
-            let v_ci = &mut v[ci * tiles.ld..];
-            let vs = p.c_in * tiles.ld + SKEW;
             for (g, patches) in tiles.patch[..tiles.ld].chunks_exact(LANES).enumerate() {
                 // Patch column `j` of lane `l` is window float `patches[l] + j` of the
                 // patch's row: an 8×8 transpose of the rows' runs (the runs' floats
@@ -435,8 +543,8 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                     d.copy_from_slice(&columns[..P]);
                 }
                 let t = transform_2d(&d, W::input_1d);
-                let at = g * LANES;
-                for (f, vf) in v_ci.chunks_mut(vs).take(P * P).enumerate() {
+                let at = ci * tiles.ld + g * LANES;
+                for (f, vf) in v[..P * P].iter_mut().enumerate() {
                     let to: &mut Lanes = (&mut vf[at..at + LANES]).try_into().expect("lanes");
                     *to = t[f / P][f % P];
                 }
@@ -444,12 +552,14 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         }
     }
 
-    /// Transforms output channel `co`'s products `M[ξν][co][t]` (rows `ld` long) of
-    /// the block's tiles into its output rows `y`, with bias and activation.
+    /// Transforms output channel `co`'s products, row `row` of `M[ξν]` (`ms` floats
+    /// apart, rows `ld` long), for the block's tiles into its output rows `y`, with
+    /// bias and activation.
     #[inline(always)]
     fn transform_outputs(
         &self,
         co: usize,
+        row: usize,
         tiles: &BlockTiles,
         m: &[f32],
         ms: usize,
@@ -460,8 +570,8 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         let zeros = [0.0; LANES];
         for g in (0..tiles.n).step_by(LANES) {
             let mut prods = [[[0.0; LANES]; P]; P];
-            let at = co * tiles.ld + g;
-            for (f, mf) in m.chunks_exact(ms).enumerate() {
+            let at = row * tiles.ld + g;
+            for (f, mf) in m.chunks(ms).take(P * P).enumerate() {
                 prods[f / P][f % P] = mf[at..at + LANES].try_into().expect("lanes");
             }
             let mut tile = transform_2d(&prods, W::output_1d);

@@ -104,7 +104,7 @@ fn check(p: Pool2d, seed: u64) {
 
 /// [`pool2d_overlapping`] with its output as far into its input as the plane order
 /// allows (the planner's tightest overlap, without alignment).
-fn overlapped(p: &Pool2d, x: &[f32]) -> Vec<f32> {
+pub(crate) fn overlapped(p: &Pool2d, x: &[f32]) -> Vec<f32> {
     let (planes, px, py) = (p.n * p.c, p.h_in * p.w_in, p.h_out * p.w_out);
     let y_len = planes * py;
     // The input at element `y_len`, so that the output may start anywhere before it.

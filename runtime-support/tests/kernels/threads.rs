@@ -144,21 +144,29 @@ fn conv2d_falls_back_to_one_thread_when_workers_lack_scratch() {
     );
 }
 
+/// Pools shared by groups of planes, and the overlapping pool by runs of planes
+/// whose outputs have fallen behind the inputs still to read (1, 4, 16, … planes
+/// for a stride-2 pool over its own input): bit for bit as on one thread.
 #[test]
 fn pooling_planes_on_several_threads() {
     let cases = [
-        (PoolKind::Max, [3, 3], [2, 2], [1, 1, 1, 1]),
+        (PoolKind::Max, 56, [3, 3], [2, 2], [1, 1, 1, 1]),
+        // SqueezeNet's first max pool (no padding, odd side).
+        (PoolKind::Max, 111, [3, 3], [2, 2], [0; 4]),
+        // Narrow planes: interleaved blocks of eight.
+        (PoolKind::Max, 28, [3, 3], [2, 2], [0; 4]),
         (
             PoolKind::Average {
                 count_include_pad: false,
             },
+            56,
             [3, 3],
             [1, 1],
             [1, 1, 1, 1],
         ),
     ];
-    for (kind, kernel, stride, pads) in cases {
-        let (c, hw) = (64, 56);
+    for (kind, hw, kernel, stride, pads) in cases {
+        let c = 64;
         let out = |i: usize| (hw + pads[i] + pads[i + 2] - kernel[i]) / stride[i] + 1;
         let p = Pool2d {
             n: 1,
@@ -180,7 +188,10 @@ fn pooling_planes_on_several_threads() {
             y
         };
         let one = run(&Threads::default());
-        assert_bits_eq(&run(&Threads::new(2, 0).unwrap()), &one, &format!("{p:?}"));
+        let two = Threads::new(2, 0).unwrap();
+        assert_bits_eq(&run(&two), &one, &format!("{p:?}"));
+        let overlapped = two.install(|| crate::pool::overlapped(&p, &x));
+        assert_bits_eq(&overlapped, &one, &format!("overlapped {p:?}"));
     }
 }
 

@@ -160,6 +160,20 @@ fn pools_match_reference() {
             params(kind, 2, [8, 7], [3, 3], [2, 2], [1, 1], [0; 4], true),
             s + 2,
         );
+        // Rows of 16 outputs and more, 3 wide at stride 2 (folded across by AVX2
+        // shuffles): whole blocks of 8 and a partial one, padded, ceil_mode.
+        check(
+            params(kind, 2, [9, 37], [3, 3], [2, 2], [1, 1], [1; 4], false),
+            s + 20,
+        );
+        check(
+            params(kind, 3, [7, 64], [3, 3], [2, 2], [1, 1], [0, 1, 0, 0], true),
+            s + 21,
+        );
+        check(
+            params(kind, 1, [5, 111], [3, 3], [2, 2], [1, 1], [0; 4], false),
+            s + 22,
+        );
         check(
             params(kind, 2, [10, 9], [3, 2], [3, 2], [1, 2], [1, 0, 1, 1], true),
             s + 3,

@@ -475,8 +475,9 @@ impl Conv2d {
     /// input channels or at most [`DIRECT_MAX_CHANNELS_OUT`] output channels, or an
     /// image stem's 7×7 window at stride 2 over at most
     /// [`DIRECT_STEM_MAX_CHANNELS_IN`]; and at most [`DIRECT_MAX_WEIGHTS`] weights
-    /// (packed into the scratch each call). Winograd F(4×4) takes such a layer
-    /// where the plane is large enough ([`Self::winograd_variant`]).
+    /// (packed into the scratch each call). Winograd takes such a layer of at least
+    /// [`WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN`] input channels where the shape may decide
+    /// ([`Self::winograd_variant`]).
     pub const fn direct_applies(&self) -> bool {
         let [kh, kw] = self.kernel;
         let [sh, sw] = self.stride;

@@ -85,7 +85,8 @@ enum Static {
     Bits,
     /// Within `atol + rtol·|static|`: the static build chose a kernel by its one shape
     /// that a build over ranges cannot (Winograd F(4×4, 3×3), whose weights hold for
-    /// one variant; the dynamic build runs F(2×2) at every size).
+    /// one variant, or Winograd for 32 to 63 input channels; the dynamic build runs
+    /// F(2×2) at every size, and those layers as direct or im2col).
     Within(f64, f64),
 }
 

@@ -2,8 +2,8 @@
 //! pointwise layer's input as it lies, or the unfolded windows of any other layer
 //! (im2col), never made whole. W (`c_out × k`) is read in place.
 //!
-//! Blocks: columns (output positions) in blocks of at most [`BLOCK_COLS`], and within a
-//! block, rows of B in runs of at most [`BLOCK_K`] (whole input channels, all their
+//! Blocks: columns (output positions) in blocks of at most 128 to 256 (as many as
+//! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]), and within a block, rows of B in runs of at most [`BLOCK_K`] (whole input channels, all their
 //! taps): one run of one block packed into the packed product's panels (at most
 //! 272 KiB, in L2), then every block of [`MR`] weight rows against each of its panels,
 //! the rows' run of W staying in L1 while the panels stream from L2. Each block's
@@ -26,8 +26,40 @@ use super::packed::{MR, PANEL, panel_of, row_of};
 use super::window::Window;
 use crate::threads;
 
-/// Output positions in one block, at most.
-pub(crate) const BLOCK_COLS: usize = 128;
+/// Output positions in one block: at least this many where there are as many, at most
+/// [`BLOCK_COLS_MAX`] ([`block_cols`]).
+const BLOCK_COLS: usize = 128;
+
+/// The most output positions in one block.
+const BLOCK_COLS_MAX: usize = 256;
+
+/// Floats of a packed run (rows × columns) up to which a block takes more than
+/// [`BLOCK_COLS`] columns: where `k` is small, a wider block spreads each block's fixed
+/// costs (packing set-up, tail, output stage) over more positions. Measured in cycles
+/// on one Zen 4 core, 256 columns against 128: 16→32 at 112² 0.94, 32→64 at 56² 0.95,
+/// 64→64 at 56² 0.965, 128→512 at 28² 0.965, 256→256 at 14² 0.985; with `k` ≥ 256 no
+/// better or worse (1024→256 at 14² 1.02–1.04, 256→64 at 56² 1.01).
+const BLOCK_FLOATS: usize = 1 << 15;
+
+/// Columns of a block of the product whose runs have `run_rows(k, taps)` rows: as many
+/// as keep the run within [`BLOCK_FLOATS`], between [`BLOCK_COLS`] and
+/// [`BLOCK_COLS_MAX`], in whole panels.
+const fn block_cols(k: usize, taps: usize) -> usize {
+    let rows = run_rows(k, taps);
+    let cols = if rows == 0 {
+        BLOCK_COLS_MAX
+    } else {
+        BLOCK_FLOATS / rows
+    };
+    let cols = if cols < BLOCK_COLS {
+        BLOCK_COLS
+    } else if cols > BLOCK_COLS_MAX {
+        BLOCK_COLS_MAX
+    } else {
+        cols
+    };
+    cols / PANEL * PANEL
+}
 
 /// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
 /// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
@@ -51,7 +83,8 @@ const fn run_rows(k: usize, taps: usize) -> usize {
 /// columns needs: one packed run of a block, its panels and its last columns along `k`.
 pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
     let cols = n.next_multiple_of(PANEL);
-    let cols = if cols < BLOCK_COLS { cols } else { BLOCK_COLS };
+    let most = block_cols(k, taps);
+    let cols = if cols < most { cols } else { most };
     run_rows(k, taps) * (cols + TAIL_ALIGN)
 }
 
@@ -90,10 +123,10 @@ impl Operand<'_> {
     }
 }
 
-/// The column blocks of `n` positions: as few as hold at most [`BLOCK_COLS`], equal
-/// and in whole panels but the last.
-fn blocks(n: usize) -> impl Iterator<Item = Range<usize>> + Clone {
-    let count = n.div_ceil(BLOCK_COLS).max(1);
+/// The column blocks of `n` positions: as few as hold at most `most` each, equal and
+/// in whole panels but the last.
+fn blocks(n: usize, most: usize) -> impl Iterator<Item = Range<usize>> + Clone {
+    let count = n.div_ceil(most).max(1);
     let width = n.div_ceil(count).next_multiple_of(PANEL);
     (0..count).map(move |i| (i * width).min(n)..((i + 1) * width).min(n))
 }
@@ -133,11 +166,13 @@ pub(crate) fn product(
     }
     let threads = threads::current();
     let macs = m * n * k;
-    let count = blocks(n).count();
+    let most = block_cols(k, taps);
+    let blocks = || blocks(n, most);
+    let count = blocks().count();
     if count >= 4 * threads {
         // Runs of consecutive blocks, one run per thread (at least four blocks each:
         // whole blocks share out evenly enough).
-        let start = |i: usize| blocks(n).nth(i).map_or(n, |b| b.start);
+        let start = |i: usize| blocks().nth(i).map_or(n, |b| b.start);
         let runs =
             (0..threads).map(|t| start(t * count / threads)..start((t + 1) * count / threads));
         threads::for_each_with_scratch(
@@ -145,7 +180,7 @@ pub(crate) fn product(
             macs,
             scratch,
             |(run, mut y), scratch| {
-                for cols in blocks(n).filter(|b| run.contains(&b.start)) {
+                for cols in blocks().filter(|b| run.contains(&b.start)) {
                     let out = y.as_mut().subcols_mut(cols.start - run.start, cols.len());
                     block(w, k, b, cols.clone(), out, accumulate, scratch);
                     finish(
@@ -170,7 +205,7 @@ pub(crate) fn product(
             scratch,
             |(rows, mut y), scratch| {
                 let w = &w[rows.start * k..rows.end * k];
-                for cols in blocks(n) {
+                for cols in blocks() {
                     block(
                         w,
                         k,

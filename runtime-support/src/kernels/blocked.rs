@@ -46,10 +46,9 @@ const BLOCK_FLOATS: usize = 1 << 15;
 /// [`BLOCK_COLS_MAX`], in whole panels.
 const fn block_cols(k: usize, taps: usize) -> usize {
     let rows = run_rows(k, taps);
-    let cols = if rows == 0 {
-        BLOCK_COLS_MAX
-    } else {
-        BLOCK_FLOATS / rows
+    let cols = match BLOCK_FLOATS.checked_div(rows) {
+        Some(cols) => cols,
+        None => BLOCK_COLS_MAX,
     };
     let cols = if cols < BLOCK_COLS {
         BLOCK_COLS

@@ -61,8 +61,10 @@ fn two_branches_run_one_after_the_other_on_both_targets() {
             .memory_aware_arena
             .expect("the memory-aware order was planned");
         assert_eq!(c.plan.arena_bytes, aware);
-        // At the peak, a small tensor (8 KiB) in the place of a big one (256 KiB).
-        assert!(aware + 240 * 1024 <= s.file_order_arena, "{s:?}");
+        // At the peak, a small tensor (8 KiB) in the place of a big one (256 KiB), less
+        // what the kernel scratch of the memory-aware peak's step (c1's packed block of
+        // 64 rows by up to 256 positions, 66 KiB) adds over the file order's.
+        assert!(aware + 180 * 1024 <= s.file_order_arena, "{s:?}");
         assert!(c.report().contains("Schedule: memory-aware order kept"));
         let json = c.json_report();
         assert_eq!(json["schedule"]["kept"], "memory-aware");

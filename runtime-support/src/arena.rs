@@ -234,15 +234,7 @@ impl Overlapped<'_> {
     /// output plane lies on no input plane after `q`: proved when `self` was made.
     pub fn plane(&mut self, q: usize) -> (&[f32], &mut [f32]) {
         assert!(q < self.planes, "plane {q} of {}", self.planes);
-        let x = self.x_at + q * self.x_plane;
-        let y = self.y_at + q * self.y_plane;
-        if y + self.y_plane <= x {
-            let (lo, hi) = self.span.split_at_mut(x);
-            (&hi[..self.x_plane], &mut lo[y..y + self.y_plane])
-        } else {
-            let (lo, hi) = self.span.split_at_mut(y);
-            (&lo[x..x + self.x_plane], &mut hi[..self.y_plane])
-        }
+        self.apart(q..q + 1)
     }
 }
 

@@ -58,7 +58,8 @@ pub const WINOGRAD_MAX_BLOCK: usize = 96;
 /// declared ranges ([`Conv2d::winograd_applies`]), where only the channels may decide:
 /// each product sums over the input channels alone, and the transforms cost the same
 /// for every output channel whatever their count, so with few input channels im2col
-/// is faster on some planes (measured on one Zen 4 core with the transforms of 2025:
+/// is faster on some planes (measured on one Zen 4 core before the transforms took
+/// tiles across rows:
 /// SqueezeNet's 32→128 at 27×27 0.78× and 48→192 at 13×13 0.92× im2col's speed;
 /// 64→64 at 56×56 1.3×, 256→256 at 56×56 1.85×).
 pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;

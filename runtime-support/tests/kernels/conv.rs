@@ -115,12 +115,17 @@ fn pointwise() {
 /// whole panels and after half of one), output channels that leave partial row
 /// blocks (and partial groups of rows within the dot products), input channels in
 /// several packed runs and a partial vector of them, planes in several blocks, and
-/// no input channels at all (the bias alone).
+/// no input channels at all (the bias alone). One or two columns alone are streamed
+/// a row at a time with several accumulators along the input channels: 45, 77 and
+/// 1030 of them reach every step of that loop (unrolled, single vectors, partial).
 #[test]
 fn pointwise_blocks_and_tails() {
     for (i, (c_in, hw, c_out)) in [
         (9, [1, 1], 7),
+        (45, [1, 1], 10),
+        (1030, [1, 1], 5),
         (16, [1, 2], 13),
+        (77, [1, 2], 9),
         (17, [1, 3], 6),
         (33, [2, 2], 11),
         (8, [1, 5], 17),

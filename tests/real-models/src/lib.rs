@@ -187,7 +187,9 @@ pub fn read_data(file: &str) -> Result<Tensor, String> {
     read_npy(file)
 }
 
-#[allow(clippy::all, non_camel_case_types)]
+// `unused_imports`: without `dynamic.json` (a clone that has not run
+// `make_dynamic_refs.py`) the generated table is empty and names none of the dynamic types.
+#[allow(clippy::all, non_camel_case_types, unused_imports)]
 pub mod real_models {
     use super::{Compiled, DynamicBuild, DynamicCase, DynamicPoint, Io, OptBuild, RealModel};
     include!(concat!(env!("OUT_DIR"), "/real_models.rs"));

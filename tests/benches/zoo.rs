@@ -4,7 +4,9 @@
 //! asserts nothing.
 //!
 //! `cargo bench -p kiln-tests --bench zoo` (needs testdata/ and .venv from .ci/run).
-//! Set `KILN_BENCH_MODELS=resnet50,vgg19` to pick models, `KILN_BENCH_RUNS` for runs.
+//! Set `KILN_BENCH_MODELS=resnet50,vgg19` to pick models, `KILN_BENCH_RUNS` for runs
+//! per round, `KILN_BENCH_ROUNDS` for rounds (3): each round times Kiln, then
+//! onnxruntime, and the table gives the medians over rounds (`support/rounds.rs`).
 //!
 //! `KILN_BENCH_COUNTS=1` adds a table of CPU cycles and instructions per inference
 //! (user space, from Linux `perf stat`), for Kiln and onnxruntime: a ratio that holds
@@ -24,10 +26,9 @@ use kiln_tests::{bytes, load_npy, zoo};
 mod perf_counts;
 use perf_counts::{extra_runs, geometric_mean, print_counts};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::{median, paired};
 
 fn ort_median_ms(model: &Path, input: &Path, runs: usize) -> Option<f64> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -103,12 +104,16 @@ fn main() {
         } else {
             runs
         };
-        // Warm-up, then timed runs of the whole `run` (weights loading excluded).
-        let times = time_model(m.name, &x.data, n);
-        let kiln = median(times);
+        // Rounds of: a warm-up and timed runs of the whole `run` (weights loading
+        // excluded), then onnxruntime's.
+        let timed = paired(
+            rounds::rounds(),
+            || Ok(median(time_model(m.name, &x.data, n))),
+            || ort_median_ms(&dir.join("random.onnx"), &input, n),
+        )
+        .expect("kiln runs");
+        let (kiln, ort, ratio) = (timed.kiln_ms, timed.ort_ms, timed.ratio);
         measured.push((m, kiln));
-        let ort = ort_median_ms(&dir.join("random.onnx"), &input, n);
-        let ratio = ort.map(|o| kiln / o);
         if let Some(r) = ratio {
             ratios.push(r);
         }

@@ -6,8 +6,10 @@
 //! `cargo bench -p kiln-real-models` (needs testdata/real_models from
 //! `scripts/fetch_real_models.py` and .venv from `scripts/setup-python.sh`).
 //! `KILN_BENCH_MODELS=minilm_l6_int8,silero_vad` picks models, `KILN_BENCH_RUNS` sets the
-//! timed runs (default 20, after one warm-up run; onnxruntime gets the same count after
-//! its own 3 warm-up runs, in `scripts/ort_bench.py`).
+//! timed runs a round (default 20, after one warm-up run; onnxruntime gets the same
+//! count after its own 3 warm-up runs, in `scripts/ort_bench.py`), `KILN_BENCH_ROUNDS`
+//! the rounds (3): each round times Kiln, then onnxruntime, and the table gives the
+//! medians over rounds (`tests/benches/support/rounds.rs`).
 //!
 //! kiln ms: median wall time of `Model::run_bytes` (weights loaded once, outside the
 //! timing). ort ms: onnxruntime's median `session.run` with every graph input fed,
@@ -30,6 +32,10 @@ use kiln_real_models::{
 #[path = "../../benches/support/perf_counts.rs"]
 mod perf_counts;
 use perf_counts::{extra_runs, geometric_mean, print_counts};
+
+#[path = "../../benches/support/rounds.rs"]
+mod rounds;
+use rounds::{median, paired};
 
 /// One warm-up run, then `runs` timed ones, in milliseconds.
 fn time_model(
@@ -62,11 +68,6 @@ fn child(spec: &str) {
         .expect("model");
     let c = m.compiled.as_ref().expect("compiled");
     time_model(m, c, 1, runs.parse().expect("runs")).expect("run");
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn mib(b: usize) -> String {
@@ -109,19 +110,24 @@ fn main() {
                 continue;
             }
         };
-        let kiln = match time_model(m, c, threads, runs) {
-            Ok(t) => median(t),
+        let inputs: Vec<(&str, &str)> = m.inputs.iter().map(|io| (io.name, io.file)).collect();
+        let timed = paired(
+            rounds::rounds(),
+            || time_model(m, c, threads, runs).map(median),
+            || {
+                ort_median_ms(m.onnx, &inputs, runs)
+                    .map_err(|e| failed.push(format!("{}: onnxruntime: {e}", m.name)))
+                    .ok()
+            },
+        );
+        let (kiln, ort, ratio) = match timed {
+            Ok(t) => (t.kiln_ms, t.ort_ms, t.ratio),
             Err(e) => {
                 failed.push(format!("{}: {e}", m.name));
                 continue;
             }
         };
         measured.push((m, kiln));
-        let inputs: Vec<(&str, &str)> = m.inputs.iter().map(|io| (io.name, io.file)).collect();
-        let ort = ort_median_ms(m.onnx, &inputs, runs)
-            .map_err(|e| failed.push(format!("{}: onnxruntime: {e}", m.name)))
-            .ok();
-        let ratio = ort.map(|o| kiln / o);
         ratios.extend(ratio);
         println!(
             "| {} | {kiln:.3} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
@@ -138,9 +144,10 @@ fn main() {
     }
     if !ratios.is_empty() {
         println!(
-            "\ngeometric mean kiln/ort: {:.2} over {} models ({runs} runs each, {threads} thread(s))",
+            "\ngeometric mean kiln/ort: {:.2} over {} models ({} rounds of {runs} runs each, {threads} thread(s))",
             geometric_mean(&ratios),
-            ratios.len()
+            ratios.len(),
+            rounds::rounds()
         );
     }
     for f in failed {

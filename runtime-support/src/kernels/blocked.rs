@@ -577,8 +577,11 @@ fn dots<S: Simd, const R: usize, const T: usize, const U: usize>(
     for (r, acc) in acc.iter().enumerate() {
         let out = row_of(y.as_mut(), r);
         for (o, acc) in out.iter_mut().zip(acc) {
-            let acc = acc[1..].iter().fold(acc[0], |sum, &v| s.add_f32s(sum, v));
-            let sum = s.reduce_sum_f32s(acc);
+            let mut total = acc[0];
+            for &v in &acc[1..] {
+                total = s.add_f32s(total, v);
+            }
+            let sum = s.reduce_sum_f32s(total);
             *o = if accumulate { *o + sum } else { sum };
         }
     }

@@ -685,6 +685,24 @@ fn where_broadcasts_three_operands() {
     assert_eq!(out, [7, 2, 9]);
 }
 
+/// A contiguous condition against a repeated value on either side or both (an
+/// attention mask choosing a constant), the selects that run vectorised.
+#[test]
+fn where_selects_runs_and_repeated_values() {
+    let cond = [true, false, false, true, true, false, true, false].map(Bool::from);
+    let run = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+    let mut out = [0f32; 8];
+    let bc = Broadcast::new(&[2, 4], &[&[2, 4], &[], &[2, 4]]);
+    where_(&bc, &cond, &[-1.0], &run, &mut out);
+    assert_eq!(out, [-1.0, 2.0, 3.0, -1.0, -1.0, 6.0, -1.0, 8.0]);
+    let bc = Broadcast::new(&[2, 4], &[&[2, 4], &[2, 4], &[1]]);
+    where_(&bc, &cond, &run, &[0.5], &mut out);
+    assert_eq!(out, [1.0, 0.5, 0.5, 4.0, 5.0, 0.5, 7.0, 0.5]);
+    let bc = Broadcast::new(&[2, 4], &[&[2, 4], &[1, 1], &[]]);
+    where_(&bc, &cond, &[9.0], &[-9.0], &mut out);
+    assert_eq!(out, [9.0, -9.0, -9.0, 9.0, 9.0, -9.0, 9.0, -9.0]);
+}
+
 // ---------------------------------------------------------------------------------
 // Cast, range
 

@@ -124,6 +124,63 @@ fn layer_norm_no_bias_optional_outputs() {
     close(&widen(&m), &[0.75, 0.4166666666666667, 1.5, 0.75], 1e-3);
 }
 
+/// float32 takes a path of its own (partial sums, run vectorised): the reference's
+/// values as above, and rows long enough for whole groups of partial sums and a rest
+/// (37 elements), against the same statistics in f64.
+#[test]
+fn layer_norm_f32() {
+    let w = [1.0, 0.5, -2.0, 0.25, 1.5, 3.0];
+    let b = [0.1, 0.2, 0.3, -0.1, -0.2, -0.3];
+    let p = LayerNorm {
+        outer: 2,
+        len: 6,
+        epsilon: 1e-5,
+        has_bias: true,
+    };
+    let (mut y, mut m, mut inv) = ([0f32; 12], [0f32; 2], [0f32; 2]);
+    let x: Vec<f32> = narrow(&X);
+    layer_norm(&p, &x, &narrow(&w), &narrow(&b), &mut y, &mut m, &mut inv);
+    let want = [
+        0.04409842634090447,
+        -0.4149173102500507,
+        -2.9422912722275396,
+        0.1375816880511559,
+        -0.786966523420503,
+        -2.9832755356365848,
+        0.3095287616618423,
+        0.30476438083092117,
+        -0.11905752332368452,
+        -0.5365182534621714,
+        2.209580759111186,
+        -1.7667013316328959,
+    ];
+    close(&widen(&y), &want, 1e-6);
+    close(&widen(&m), &[0.5833333333333334, 1.125], 1e-6);
+    close(
+        &widen(&inv),
+        &[0.6708188839091461, 0.5587433644315793],
+        1e-6,
+    );
+
+    let p = LayerNorm {
+        outer: 3,
+        len: 37,
+        epsilon: 1e-5,
+        has_bias: false,
+    };
+    let x64: Vec<f64> = (0..111)
+        .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+        .collect();
+    let s64: Vec<f64> = (0..37).map(|i| 0.5 + i as f64 / 37.0).collect();
+    let (mut y64, mut inv64) = (vec![0.0; 111], vec![0.0; 3]);
+    layer_norm(&p, &x64, &s64, &[], &mut y64, &mut [], &mut inv64);
+    let (mut y32, mut inv32) = (vec![0f32; 111], vec![0f32; 3]);
+    let x32: Vec<f32> = narrow(&x64);
+    layer_norm(&p, &x32, &narrow(&s64), &[], &mut y32, &mut [], &mut inv32);
+    close(&widen(&y32), &y64, 1e-6);
+    close(&widen(&inv32), &inv64, 1e-6);
+}
+
 /// x 2×4×3: `(linspace(-3, 4, 24)² / 5 - 1)`.
 fn group_x() -> Vec<f64> {
     (0..24)

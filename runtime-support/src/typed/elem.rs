@@ -637,3 +637,15 @@ impl Elem for Bool {
         Bool::TRUE
     }
 }
+
+/// `x` as float32 elements, when `T` is `f32`: for the kernels' float32 fast paths.
+pub(crate) fn as_f32<T: Elem>(x: &[T]) -> Option<&[f32]> {
+    (core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>())
+        .then(|| bytemuck::cast_slice(x))
+}
+
+/// [`as_f32`] for a mutable slice.
+pub(crate) fn as_f32_mut<T: Elem>(x: &mut [T]) -> Option<&mut [f32]> {
+    (core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>())
+        .then(|| bytemuck::cast_slice_mut(x))
+}

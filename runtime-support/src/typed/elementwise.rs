@@ -9,6 +9,7 @@
 use super::elem::{Bool, Elem, int_pow};
 use super::layout::{Walk, signed};
 use super::params::{Binary, BinaryOp, Broadcast, Compare, CompareOp, IsInf, Unary, UnaryOp};
+use crate::kernels::simd::vectorize;
 
 /// `out[i] = f(a[..], b[..])` over a broadcast; `out` is contiguous.
 #[inline(always)]
@@ -185,6 +186,11 @@ pub fn compare<T: Elem>(p: &Compare, a: &[T], b: &[T], out: &mut [Bool]) {
 }
 
 /// ONNX Where: `out = cond ? x : y`, all three broadcast (operands 0, 1, 2 of `p`).
+///
+/// Runs whose operands are contiguous or one repeated value (an attention mask
+/// choosing between a constant and the scores) are plain selects, vectorised; other
+/// strides go element by element. MiniLM's 196,608-element Wheres took 0.16 ms each
+/// element by element.
 pub fn where_<T: Copy>(p: &Broadcast, cond: &[Bool], x: &[T], y: &[T], out: &mut [T]) {
     let w = Walk::<3>::new(
         p.rank,
@@ -197,29 +203,65 @@ pub fn where_<T: Copy>(p: &Broadcast, cond: &[Bool], x: &[T], y: &[T], out: &mut
     );
     let [sc, sx, sy] = w.inner();
     let mut o = 0;
-    w.for_each_run([0, 0, 0], |[ic, ix, iy], n| {
-        let (ic, ix, iy) = (ic as usize, ix as usize, iy as usize);
-        let dst = &mut out[o..o + n];
-        o += n;
-        if (sc, sx, sy) == (1, 1, 1) {
-            let it = cond[ic..ic + n]
-                .iter()
-                .zip(&x[ix..ix + n])
-                .zip(&y[iy..iy + n]);
-            for (d, ((c, &a), &b)) in dst.iter_mut().zip(it) {
-                *d = if c.get() { a } else { b };
+    vectorize!({
+        w.for_each_run([0, 0, 0], |[ic, ix, iy], n| {
+            let (ic, ix, iy) = (ic as usize, ix as usize, iy as usize);
+            let dst = &mut out[o..o + n];
+            o += n;
+            match (sc, Select::of(x, ix, sx, n), Select::of(y, iy, sy, n)) {
+                (1, Select::Run(a), Select::Run(b)) => {
+                    let it = cond[ic..ic + n].iter().zip(a).zip(b);
+                    for (d, ((c, &a), &b)) in dst.iter_mut().zip(it) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                (1, Select::Splat(a), Select::Run(b)) => {
+                    for (d, (c, &b)) in dst.iter_mut().zip(cond[ic..ic + n].iter().zip(b)) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                (1, Select::Run(a), Select::Splat(b)) => {
+                    for (d, (c, &a)) in dst.iter_mut().zip(cond[ic..ic + n].iter().zip(a)) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                (1, Select::Splat(a), Select::Splat(b)) => {
+                    for (d, c) in dst.iter_mut().zip(&cond[ic..ic + n]) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                _ => {
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        let c = cond[ic + j * sc as usize].get();
+                        *d = if c {
+                            x[ix + j * sx as usize]
+                        } else {
+                            y[iy + j * sy as usize]
+                        };
+                    }
+                }
             }
-        } else {
-            for (j, d) in dst.iter_mut().enumerate() {
-                let c = cond[ic + j * sc as usize].get();
-                *d = if c {
-                    x[ix + j * sx as usize]
-                } else {
-                    y[iy + j * sy as usize]
-                };
-            }
-        }
+        })
     });
+}
+
+/// One operand of a run of [`where_`]: contiguous, or one value for the whole run.
+enum Select<'a, T> {
+    Run(&'a [T]),
+    Splat(T),
+    Strided,
+}
+
+impl<T: Copy> Select<'_, T> {
+    /// The `n` elements of `v` from `at`, `stride` apart.
+    #[inline(always)]
+    fn of(v: &[T], at: usize, stride: isize, n: usize) -> Select<'_, T> {
+        match stride {
+            0 => Select::Splat(v[at]),
+            1 => Select::Run(&v[at..at + n]),
+            _ => Select::Strided,
+        }
+    }
 }
 
 /// ONNX Cast (NumPy `astype`): float → float rounds once to nearest even (through

@@ -8,9 +8,10 @@
 //! Means and variances are two-pass (`Σ(x - mean)²`), never `E[x²] - E[x]²`.
 //! Shapes were checked by the compiler: a slice of the wrong length asserts.
 
-use super::elem::Elem;
+use super::elem::{Elem, as_f32, as_f32_mut};
 use super::index::{Odometer, strides_of};
 use super::params::RANK;
+use crate::kernels::simd::vectorize;
 use serde::Serialize;
 
 /// Mean and (population) variance of `n` values, two-pass in `f64`.
@@ -69,6 +70,16 @@ pub fn layer_norm<T: Elem>(
     if p.len == 0 {
         return;
     }
+    if let (Some(x), Some(scale), Some(bias), Some(out), Some(mean), Some(inv_std_dev)) = (
+        as_f32(x),
+        as_f32(scale),
+        as_f32(bias),
+        as_f32_mut(out),
+        as_f32_mut(mean),
+        as_f32_mut(inv_std_dev),
+    ) {
+        return vectorize!({ layer_norm_f32(p, x, scale, bias, out, mean, inv_std_dev) });
+    }
     let eps = p.epsilon as f64;
     for (r, (x, y)) in x
         .chunks_exact(p.len)
@@ -88,6 +99,72 @@ pub fn layer_norm<T: Elem>(
             *o = T::from_f64(inv);
         }
     }
+}
+
+/// Partial sums [`layer_norm_f32`] keeps: one `f64` vector's worth per AVX2 register
+/// pair, so that the sums vectorise instead of running as one chain of dependent adds.
+const PARTIAL_SUMS: usize = 8;
+
+/// [`layer_norm`] for `f32`, run inside `vectorize!`: the same `f64` statistics (two
+/// passes), summed in [`PARTIAL_SUMS`] interleaved partial sums, and each output rounded
+/// once. The generic path sums in one chain (four cycles an element): a 128 × 384 row
+/// block took 0.13 ms, MiniLM's 13 of them 1.7 ms.
+#[inline(always)]
+fn layer_norm_f32(
+    p: &LayerNorm,
+    x: &[f32],
+    scale: &[f32],
+    bias: &[f32],
+    out: &mut [f32],
+    mean: &mut [f32],
+    inv_std_dev: &mut [f32],
+) {
+    let eps = p.epsilon as f64;
+    let inv_n = 1.0 / p.len as f64;
+    let rows = x.chunks_exact(p.len).zip(out.chunks_exact_mut(p.len));
+    for (r, (x, y)) in rows.enumerate() {
+        let m = partial_sum(x, |v| v as f64) * inv_n;
+        let var = partial_sum(x, |v| {
+            let d = v as f64 - m;
+            d * d
+        }) * inv_n;
+        let inv = 1.0 / (var + eps).sqrt();
+        if p.has_bias {
+            for (((y, &x), &s), &b) in y.iter_mut().zip(x).zip(scale).zip(bias) {
+                *y = ((x as f64 - m) * inv * s as f64 + b as f64) as f32;
+            }
+        } else {
+            for ((y, &x), &s) in y.iter_mut().zip(x).zip(scale) {
+                *y = ((x as f64 - m) * inv * s as f64) as f32;
+            }
+        }
+        if let Some(o) = mean.get_mut(r) {
+            *o = m as f32;
+        }
+        if let Some(o) = inv_std_dev.get_mut(r) {
+            *o = inv as f32;
+        }
+    }
+}
+
+/// `Σ f(v)` over `x` in [`PARTIAL_SUMS`] interleaved partial sums, added up in order.
+#[inline(always)]
+fn partial_sum(x: &[f32], f: impl Fn(f32) -> f64) -> f64 {
+    let mut parts = [0.0f64; PARTIAL_SUMS];
+    let (whole, rest) = x.as_chunks::<PARTIAL_SUMS>();
+    for chunk in whole {
+        for (part, &v) in parts.iter_mut().zip(chunk) {
+            *part += f(v);
+        }
+    }
+    for (part, &v) in parts.iter_mut().zip(rest) {
+        *part += f(v);
+    }
+    let mut total = 0.0;
+    for part in parts {
+        total += part;
+    }
+    total
 }
 
 /// GroupNormalization / InstanceNormalization: `x` is `n × channels × inner`; the

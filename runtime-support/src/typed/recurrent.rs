@@ -19,11 +19,9 @@
 //! hidden]`. Weights are always `W [dirs, gates·hidden, input]`, `R [dirs,
 //! gates·hidden, hidden]`, `B [dirs, 2·gates·hidden]` (Wb then Rb).
 
-use std::any::TypeId;
-
 use serde::Serialize;
 
-use super::elem::Elem;
+use super::elem::{Elem, as_f32, as_f32_mut};
 use std::ops::Range;
 
 use crate::kernels::gemm::{self, Operand};
@@ -343,15 +341,6 @@ fn cell_f32(gates: &mut [f32], b: &[f32], c: &mut [f32], h: &mut [f32], input_fo
     for (h, o) in h.iter_mut().zip(&*o) {
         *h *= o;
     }
-}
-
-/// `x` as float32 elements, when `T` is `f32`.
-fn as_f32<T: Elem>(x: &[T]) -> Option<&[f32]> {
-    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice(x))
-}
-
-fn as_f32_mut<T: Elem>(x: &mut [T]) -> Option<&mut [f32]> {
-    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice_mut(x))
 }
 
 /// `x` clipped to `[-clip, clip]` when `clip` is given.

@@ -37,7 +37,12 @@ const X: [f64; 12] = [
 
 #[test]
 fn layer_norm_with_bias_and_stats() {
-    // axis 1: rows of 6.
+    layer_norm_case::<f64>(1e-7);
+}
+
+/// Rows of 6 (axis 1), with bias and both statistics, in `T`, against the reference
+/// within `tol`.
+fn layer_norm_case<T: Elem>(tol: f64) {
     let w = [1.0, 0.5, -2.0, 0.25, 1.5, 3.0];
     let b = [0.1, 0.2, 0.3, -0.1, -0.2, -0.3];
     let p = LayerNorm {
@@ -46,29 +51,31 @@ fn layer_norm_with_bias_and_stats() {
         epsilon: 1e-5,
         has_bias: true,
     };
-    let (mut y, mut m, mut inv) = ([0.0; 12], [0.0; 2], [0.0; 2]);
-    layer_norm(&p, &X, &w, &b, &mut y, &mut m, &mut inv);
-    close(
-        &y,
-        &[
-            0.04409842634090447,
-            -0.4149173102500507,
-            -2.9422912722275396,
-            0.1375816880511559,
-            -0.786966523420503,
-            -2.9832755356365848,
-            0.3095287616618423,
-            0.30476438083092117,
-            -0.11905752332368452,
-            -0.5365182534621714,
-            2.209580759111186,
-            -1.7667013316328959,
-        ],
-        1e-7,
-    );
-    close(&m, &[0.5833333333333334, 1.125], 1e-7);
-    close(&inv, &[0.6708188839091461, 0.5587433644315793], 1e-7);
+    let (mut y, mut m, mut inv) = (vec![T::default(); 12], [T::default(); 2], [T::default(); 2]);
+    let x: Vec<T> = narrow(&X);
+    layer_norm(&p, &x, &narrow(&w), &narrow(&b), &mut y, &mut m, &mut inv);
+    close(&widen(&y), &LAYER_NORM_Y, tol);
+    close(&widen(&m), &LAYER_NORM_MEAN, tol);
+    close(&widen(&inv), &LAYER_NORM_INV, tol);
 }
+
+/// The reference's outputs for [`layer_norm_case`].
+const LAYER_NORM_Y: [f64; 12] = [
+    0.04409842634090447,
+    -0.4149173102500507,
+    -2.9422912722275396,
+    0.1375816880511559,
+    -0.786966523420503,
+    -2.9832755356365848,
+    0.3095287616618423,
+    0.30476438083092117,
+    -0.11905752332368452,
+    -0.5365182534621714,
+    2.209580759111186,
+    -1.7667013316328959,
+];
+const LAYER_NORM_MEAN: [f64; 2] = [0.5833333333333334, 1.125];
+const LAYER_NORM_INV: [f64; 2] = [0.6708188839091461, 0.5587433644315793];
 
 #[test]
 fn layer_norm_no_bias_optional_outputs() {
@@ -129,39 +136,7 @@ fn layer_norm_no_bias_optional_outputs() {
 /// (37 elements), against the same statistics in f64.
 #[test]
 fn layer_norm_f32() {
-    let w = [1.0, 0.5, -2.0, 0.25, 1.5, 3.0];
-    let b = [0.1, 0.2, 0.3, -0.1, -0.2, -0.3];
-    let p = LayerNorm {
-        outer: 2,
-        len: 6,
-        epsilon: 1e-5,
-        has_bias: true,
-    };
-    let (mut y, mut m, mut inv) = ([0f32; 12], [0f32; 2], [0f32; 2]);
-    let x: Vec<f32> = narrow(&X);
-    layer_norm(&p, &x, &narrow(&w), &narrow(&b), &mut y, &mut m, &mut inv);
-    let want = [
-        0.04409842634090447,
-        -0.4149173102500507,
-        -2.9422912722275396,
-        0.1375816880511559,
-        -0.786966523420503,
-        -2.9832755356365848,
-        0.3095287616618423,
-        0.30476438083092117,
-        -0.11905752332368452,
-        -0.5365182534621714,
-        2.209580759111186,
-        -1.7667013316328959,
-    ];
-    close(&widen(&y), &want, 1e-6);
-    close(&widen(&m), &[0.5833333333333334, 1.125], 1e-6);
-    close(
-        &widen(&inv),
-        &[0.6708188839091461, 0.5587433644315793],
-        1e-6,
-    );
-
+    layer_norm_case::<f32>(1e-6);
     let p = LayerNorm {
         outer: 3,
         len: 37,

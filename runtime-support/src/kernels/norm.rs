@@ -3,6 +3,7 @@
 use super::elementwise::{Row, map_row};
 use super::simd::{self, vectorize};
 use crate::params::{BatchNorm, Lrn, Softmax};
+use crate::threads;
 
 /// `y = scale * (x - mean) / sqrt(var + eps) + bias`, folded per channel into one
 /// multiply-add: `y = x * s + t`.
@@ -161,17 +162,27 @@ fn softmax_rows(p: &Softmax, x: Option<&[f32]>, y: &mut [f32]) {
         return;
     }
     let block = p.len * p.inner;
-    vectorize!({
-        for (k, y) in y.chunks_exact_mut(block).enumerate() {
-            let x = x.map(|x| &x[k * block..][..block]);
-            if p.inner == 1 {
-                softmax_row(x, y, p.log);
-            } else {
-                for i0 in (0..p.inner).step_by(LANES) {
-                    softmax_columns(p, x, y, i0, LANES.min(p.inner - i0));
+    // Rows are independent: with worker threads, each takes runs of whole rows (an
+    // attention's 12 × 128 rows of 128: four runs a thread). Each element costs an
+    // `exp` and four passes: weighed as 16 for the threshold.
+    let runs = threads::current() * 4;
+    let rows = p.outer.div_ceil(runs).max(1);
+    let work = y.len() * 16;
+    let parts = y.chunks_mut(rows * block).enumerate();
+    threads::for_each(parts, work, |(part, y)| {
+        let first = part * rows;
+        vectorize!({
+            for (k, y) in y.chunks_exact_mut(block).enumerate() {
+                let x = x.map(|x| &x[(first + k) * block..][..block]);
+                if p.inner == 1 {
+                    softmax_row(x, y, p.log);
+                } else {
+                    for i0 in (0..p.inner).step_by(LANES) {
+                        softmax_columns(p, x, y, i0, LANES.min(p.inner - i0));
+                    }
                 }
             }
-        }
+        })
     });
 }
 

@@ -5,8 +5,10 @@
 //! has at least `MIN_WORK` (2^18) multiply-adds, so it is really shared.
 
 use kiln_runtime::Threads;
-use kiln_runtime::kernels::{conv2d, conv2d_residual, gemm, matmul_packed, pack_b, pool2d};
-use kiln_runtime::params::{Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind};
+use kiln_runtime::kernels::{
+    conv2d, conv2d_residual, gemm, matmul_packed, pack_b, pool2d, softmax, softmax_inplace,
+};
+use kiln_runtime::params::{Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind, Softmax};
 
 use crate::conv::{conv_ref, conv_residual_ref, params};
 use crate::gemm::{gemm_params, gemm_ref};
@@ -192,6 +194,37 @@ fn pooling_planes_on_several_threads() {
         assert_bits_eq(&run(&two), &one, &format!("{p:?}"));
         let overlapped = two.install(|| crate::pool::overlapped(&p, &x));
         assert_bits_eq(&overlapped, &one, &format!("overlapped {p:?}"));
+    }
+}
+
+/// Runs of whole rows per thread: an attention's scores (12 × 128 rows of 128, the
+/// last run short), log-softmax, the axis not innermost, and in place.
+#[test]
+fn softmax_rows_on_several_threads() {
+    let cases = [
+        (1536, 128, 1, false),
+        (1000, 130, 1, true),
+        (24, 64, 200, false),
+    ];
+    for (outer, len, inner, log) in cases {
+        let p = Softmax {
+            outer,
+            len,
+            inner,
+            log,
+        };
+        let x = Rng::new(9).vec(outer * len * inner);
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; x.len()];
+            threads.install(|| softmax(&p, &x, &mut y));
+            let mut z = x.clone();
+            threads.install(|| softmax_inplace(&p, &mut z));
+            assert_bits_eq(&z, &y, &format!("in place {p:?}"));
+            y
+        };
+        let one = run(&Threads::default());
+        assert_bits_eq(&run(&Threads::new(2, 0).unwrap()), &one, &format!("{p:?}"));
+        assert_bits_eq(&run(&Threads::new(3, 0).unwrap()), &one, &format!("{p:?}"));
     }
 }
 

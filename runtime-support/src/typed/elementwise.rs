@@ -245,7 +245,8 @@ pub fn where_<T: Copy>(p: &Broadcast, cond: &[Bool], x: &[T], y: &[T], out: &mut
     });
 }
 
-/// One operand of a run of [`where_`]: contiguous, or one value for the whole run.
+/// One operand of a run of [`where_`]: contiguous, one value for the whole run, or
+/// strided (taken element by element).
 enum Select<'a, T> {
     Run(&'a [T]),
     Splat(T),

@@ -398,6 +398,41 @@ impl Conv2d {
         [ring, row, tiles]
     }
 
+    /// The working rows of a direct convolution with a max pool fused in
+    /// (`kernels::conv2d_max_pool`), as `[span, slot, reach, tiles]` positions of
+    /// [`DEPTHWISE_BLOCK`] interleaved channels: each block keeps a ring of the `span`
+    /// convolution rows one pooled row reads, each `slot` positions long (the pool's
+    /// padded row, room for the convolution's whole tiles after its left padding, and
+    /// as far as the pool's windows reach); `reach` positions of those rows folded
+    /// down, and one pooled row of `tiles` positions (whole tiles).
+    pub const fn max_pool_rows(&self, pool: &Pool2d) -> [usize; 4] {
+        let [_, left, _, right] = pool.pads;
+        let span = (pool.kernel[0] - 1) * pool.dilation[0] + 1;
+        let reach = pool.w_out.saturating_sub(1) * pool.stride[1]
+            + (pool.kernel[1] - 1) * pool.dilation[1]
+            + 1;
+        let [_, _, conv_tiles] = self.depthwise_rows();
+        let mut slot = self.w_out + left + right;
+        if left + conv_tiles > slot {
+            slot = left + conv_tiles;
+        }
+        if reach > slot {
+            slot = reach;
+        }
+        let tiles = pool.w_out.div_ceil(DEPTHWISE_TILE) * DEPTHWISE_TILE;
+        [span, slot, reach, tiles]
+    }
+
+    /// Scratch of `kernels::conv2d_max_pool`, in `f32` elements: the direct kernel's
+    /// ([`Self::least_scratch_len`]), and for one thread the rings of every block of
+    /// output channels, one row folded down and one pooled row
+    /// ([`Self::max_pool_rows`]).
+    pub const fn max_pool_scratch_len(&self, pool: &Pool2d) -> usize {
+        let [span, slot, reach, tiles] = self.max_pool_rows(pool);
+        let blocks = self.c_out.div_ceil(DEPTHWISE_BLOCK);
+        self.least_scratch_len() + (blocks * span * slot + reach + tiles) * DEPTHWISE_BLOCK
+    }
+
     /// Scratch the kernel needs, in `f32` elements: the im2col matrix of one block of
     /// output positions of one group (`c_in/group * kh * kw` rows, at most
     /// [`CONV_MAX_BLOCK`] columns), and its product where the block spans images

@@ -29,7 +29,7 @@ use super::elementwise::{bias_activate, gather, residual_bias_activate};
 use super::gemm::{self, Operand};
 use super::simd::vectorize;
 use super::window::Window;
-use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d};
+use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d, Pool2d, PoolKind};
 use crate::threads;
 
 /// Output length of one axis under ONNX `Conv` with explicit pads.
@@ -85,6 +85,62 @@ pub fn conv2d_residual(
         return vectorize!({ residual_bias_activate(act, 0.0, residual, y) });
     }
     conv(p, x, w, bias, Residual::Apart(residual), y, scratch);
+}
+
+/// [`conv2d`] then a max pool `pool` over its output, in one pass: `y` is the pooled
+/// output, and the convolution's own output is never written whole (the direct
+/// kernel pools each block's rows while they are in cache). For a layer the direct
+/// kernel takes ([`Conv2d::direct_applies`]; the compiler fuses only such a layer with
+/// the `MaxPool` after it) and a max pool over exactly its output; the scratch is
+/// [`Conv2d::max_pool_scratch_len`]. Gives the bits of the two steps apart.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_max_pool(
+    p: &Conv2d,
+    pool: &Pool2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    assert!(
+        p.direct_applies(),
+        "conv2d_max_pool: a direct layer, not {p:?}"
+    );
+    let pooled = (pool.n, pool.c, pool.h_in, pool.w_in);
+    assert!(
+        pool.kind == PoolKind::Max
+            && pooled == (p.n, p.c_out, p.h_out, p.w_out)
+            && pool
+                .kernel
+                .iter()
+                .chain(&pool.stride)
+                .chain(&pool.dilation)
+                .all(|&v| v > 0)
+            && pool.pads[1] < pool.kernel[1] * pool.dilation[1],
+        "conv2d_max_pool: {pool:?} does not pool {p:?}"
+    );
+    let k_len = p.c_in * p.kernel[0] * p.kernel[1];
+    assert_eq!(
+        x.len(),
+        p.n * p.c_in * p.h_in * p.w_in,
+        "conv2d_max_pool: X"
+    );
+    assert_eq!(w.len(), p.c_out * k_len, "conv2d_max_pool: W");
+    assert_eq!(
+        y.len(),
+        p.n * p.c_out * pool.h_out * pool.w_out,
+        "conv2d_max_pool: Y"
+    );
+    if let Some(b) = bias {
+        assert_eq!(b.len(), p.c_out, "conv2d_max_pool: bias");
+    }
+    let needed = p.max_pool_scratch_len(pool);
+    assert!(scratch.len() >= needed, "conv2d_max_pool: scratch");
+    if y.is_empty() || p.h_out == 0 {
+        return;
+    }
+    super::direct::direct(p, Some(pool), x, w, bias, y, &mut scratch[..needed]);
 }
 
 /// [`conv2d_residual`] with the residual in `y`, overwritten by the result: the
@@ -174,7 +230,7 @@ fn conv(
         return super::depthwise::depthwise(p, x, w, bias, y, &mut scratch[..needed]);
     }
     if p.direct_applies() {
-        return super::direct::direct(p, x, w, bias, y, &mut scratch[..needed]);
+        return super::direct::direct(p, None, x, w, bias, y, &mut scratch[..needed]);
     }
     let win = window(p);
     let wide = images_block_cols();

@@ -11,17 +11,23 @@
 //! is written back to the block's planes by the depthwise kernel's 8×8 shuffles.
 //! Threads take bands of output rows, each with its own ring.
 
+use std::ops::Range;
+
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::depthwise::{ACCUMULATORS, Transpose, deinterleave_row, load, store};
 use super::elementwise::{VectorActivation, bias_activate};
-use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK};
+use super::pool::{fold_across, fold_runs};
+use super::window::Axis;
+use crate::params::{Activation, Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
 use crate::threads;
 
-/// Direct `conv2d`: the caller has checked the lengths and the scratch, and that `y`
-/// is not empty.
+/// Direct `conv2d`, and where `pool` is given a max pool over its output (`y` is then
+/// the pooled output; [`MaxPoolRows`]): the caller has checked the lengths and the
+/// scratch, and that `y` is not empty.
 pub(super) fn direct(
     p: &Conv2d,
+    pool: Option<&Pool2d>,
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
@@ -43,7 +49,8 @@ pub(super) fn direct(
         biases[co] = bias.map_or(0.0, |b| b[co]);
     }
     let (weights, biases) = (&*weights, &*biases);
-    let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
+    let plane_in = p.h_in * p.w_in;
+    let plane_out = pool.map_or(p.h_out * p.w_out, |pool| pool.h_out * pool.w_out);
     // Threads take runs of blocks of output channels (whole planes), each filling its
     // own ring: one run an image on one thread, so the input is copied once.
     let run = blocks.div_ceil(threads::current()) * BLOCK;
@@ -58,6 +65,7 @@ pub(super) fn direct(
     threads::for_each_with_scratch(parts, macs, local, |(x, first, out), local| {
         pulp::Arch::new().dispatch(Run {
             p,
+            pool,
             x,
             weights: &weights[first * k_len * BLOCK..],
             biases: &biases[first * BLOCK..],
@@ -72,6 +80,7 @@ pub(super) fn direct(
 /// thread's scratch (the ring and one output row).
 struct Run<'a> {
     p: &'a Conv2d,
+    pool: Option<&'a Pool2d>,
     x: &'a [f32],
     weights: &'a [f32],
     biases: &'a [f32],
@@ -90,17 +99,21 @@ impl WithSimd for Run<'_> {
         }
         let Run {
             p,
+            pool,
             x,
             weights,
             biases,
             out,
             local,
         } = self;
-        let plane_out = p.h_out * p.w_out;
         let k_len = p.c_in * p.kernel[0] * p.kernel[1];
         let [ring_rows, row, tiles] = p.depthwise_rows();
         let (ring, rest) = local.split_at_mut(p.c_in * ring_rows * row);
-        let out_row = &mut rest[..tiles * BLOCK];
+        let (out_row, rest) = rest.split_at_mut(tiles * BLOCK);
+        let mut pooling = pool.map(|pool| MaxPoolRows::new(p, pool, out.len(), rest));
+        let plane_out = pooling
+            .as_ref()
+            .map_or(p.h_out * p.w_out, |m| m.plane_out());
         let in_registers = VectorActivation::new(p.activation);
         let activation = in_registers.unwrap_or(VectorActivation::Identity);
         let mut loaded = 0;
@@ -111,6 +124,7 @@ impl WithSimd for Run<'_> {
                 load_row(p, x, r, ring_rows, row, ring);
             }
             loaded = last + 1;
+            let pooled = pooling.as_mut().map_or(0..0, |m| m.ready(oh));
             for (b, out) in out.chunks_mut(BLOCK * plane_out).enumerate() {
                 let block = Block {
                     p,
@@ -121,13 +135,163 @@ impl WithSimd for Run<'_> {
                     bias: &biases[b * BLOCK..][..BLOCK],
                     activation,
                 };
-                output_row(s, &block, oh, out_row);
-                if in_registers.is_none() {
-                    bias_activate(p.activation, 0.0, &mut out_row[..p.w_out * BLOCK]);
-                }
                 let transpose = Transpose::new::<S>(out.len() / plane_out);
-                deinterleave_row(p, out_row, oh, out, transpose);
+                let activate = in_registers.is_none().then_some(p.activation);
+                if let Some(m) = &mut pooling {
+                    finished_row(s, &block, oh, m.row(b, oh, tiles), activate);
+                    m.pool_rows(b, oh, pooled.clone(), out, transpose);
+                } else {
+                    finished_row(s, &block, oh, out_row, activate);
+                    deinterleave_row(p, out_row, oh, out, transpose);
+                }
             }
+        }
+    }
+}
+
+/// A max pool over the direct kernel's output, fused in: each block of output
+/// channels keeps a ring of the convolution rows (`[position][channel]`, as computed)
+/// that one pooled row reads, with the pool's padding written out as `-inf`; once a
+/// pooled row's last convolution row is in, its window rows are folded down, then
+/// across (as `kernels::pool`'s interleaved path does), and the pooled row is written
+/// to the block's planes. The convolution's output is never written to memory whole
+/// or transposed back to planes: SqueezeNet's stem (3→64 3×3 s2 at 224², then 3×3 s2)
+/// wrote 64 planes of 111² to pool them to 55².
+struct MaxPoolRows<'a> {
+    pool: &'a Pool2d,
+    /// The pool's horizontal window (over the convolution's columns).
+    across: Axis,
+    /// The convolution's output rows and columns.
+    h_conv: usize,
+    w_conv: usize,
+    /// Pooled rows written so far (the same for every block).
+    done: usize,
+    /// The pool's output geometry, for [`deinterleave_row`].
+    geometry: Conv2d,
+    /// `[span, slot, reach, tiles]` of [`Conv2d::max_pool_rows`].
+    rows: [usize; 4],
+    /// Every block's ring: `[block][span][slot][channel]`.
+    rings: &'a mut [f32],
+    /// Window rows folded down (`reach` positions).
+    column: &'a mut [f32],
+    /// One pooled row (`tiles` positions).
+    pooled: &'a mut [f32],
+}
+
+impl<'a> MaxPoolRows<'a> {
+    /// The rings of the blocks of a run whose pooled planes take `out_len` floats, in
+    /// `scratch` (what the direct kernel's own rows left of the thread's scratch).
+    fn new(p: &Conv2d, pool: &'a Pool2d, out_len: usize, scratch: &'a mut [f32]) -> Self {
+        let rows @ [span, slot, reach, tiles] = p.max_pool_rows(pool);
+        let blocks = (out_len / (pool.h_out * pool.w_out)).div_ceil(BLOCK);
+        let (rings, rest) = scratch.split_at_mut(blocks * span * slot * BLOCK);
+        let (column, rest) = rest.split_at_mut(reach * BLOCK);
+        let pooled = &mut rest[..tiles * BLOCK];
+        // Padding columns are never written again; the convolution's columns are.
+        rings.fill(f32::NEG_INFINITY);
+        let geometry = Conv2d {
+            h_out: pool.h_out,
+            w_out: pool.w_out,
+            ..*p
+        };
+        let across = Axis {
+            in_len: p.w_out,
+            out_len: pool.w_out,
+            kernel: pool.kernel[1],
+            stride: pool.stride[1],
+            dilation: pool.dilation[1],
+            pad_begin: pool.pads[1],
+            pad_end: pool.pads[3],
+        };
+        MaxPoolRows {
+            pool,
+            across,
+            h_conv: p.h_out,
+            w_conv: p.w_out,
+            done: 0,
+            geometry,
+            rows,
+            rings,
+            column,
+            pooled,
+        }
+    }
+
+    fn plane_out(&self) -> usize {
+        self.pool.h_out * self.pool.w_out
+    }
+
+    /// The slot of convolution row `oh` of block `b`: `tiles` positions from the
+    /// pool's left padding on, which [`Self::pool_rows`] expects the row in.
+    fn row(&mut self, b: usize, oh: usize, tiles: usize) -> &mut [f32] {
+        let [span, slot, _, _] = self.rows;
+        let left = self.pool.pads[1];
+        let at = ((b * span + oh % span) * slot + left) * BLOCK;
+        &mut self.rings[at..][..tiles * BLOCK]
+    }
+
+    /// The pooled rows whose last convolution row (clipped to the output) is `oh`,
+    /// marked done: every block pools them once that row of it is in.
+    fn ready(&mut self, oh: usize) -> Range<usize> {
+        let pool = self.pool;
+        let last = |ph: usize| {
+            let bottom = ph * pool.stride[0] + (pool.kernel[0] - 1) * pool.dilation[0];
+            bottom.saturating_sub(pool.pads[0]).min(self.h_conv - 1)
+        };
+        let first = self.done;
+        let end = (first..pool.h_out)
+            .find(|&ph| last(ph) > oh)
+            .unwrap_or(pool.h_out);
+        self.done = end;
+        first..end
+    }
+
+    /// After convolution row `oh` of block `b` is in its slot ([`Self::row`]): fills
+    /// the slot's right padding again (the row's last tile wrote over it), and pools
+    /// the rows `pooled` ([`Self::ready`]) into the block's planes `out`.
+    #[inline(always)]
+    fn pool_rows(
+        &mut self,
+        b: usize,
+        oh: usize,
+        pooled: Range<usize>,
+        out: &mut [f32],
+        transpose: Transpose,
+    ) {
+        let MaxPoolRows {
+            pool,
+            across,
+            h_conv,
+            w_conv,
+            geometry,
+            rows: [span, slot, reach, tiles],
+            rings,
+            column,
+            pooled: pooled_row,
+            ..
+        } = self;
+        let (span, slot, reach, tiles) = (*span, *slot, *reach, *tiles);
+        let ring = &mut rings[b * span * slot * BLOCK..][..span * slot * BLOCK];
+        let right = (pool.pads[1] + *w_conv) * BLOCK;
+        ring[(oh % span) * slot * BLOCK..][right..slot * BLOCK].fill(f32::NEG_INFINITY);
+        let ring = &*ring;
+        for ph in pooled {
+            let column = &mut column[..reach * BLOCK];
+            // Window rows in the pool's padding are left out (its identity).
+            let mut rows = (0..pool.kernel[0])
+                .filter_map(|ki| {
+                    let at = ph * pool.stride[0] + ki * pool.dilation[0];
+                    at.checked_sub(pool.pads[0]).filter(|r| r < h_conv)
+                })
+                .map(|r| &ring[(r % span) * slot * BLOCK..][..reach * BLOCK])
+                .peekable();
+            if rows.peek().is_none() {
+                column.fill(f32::NEG_INFINITY);
+            }
+            fold_runs(column, rows, f32::max);
+            let row = &mut pooled_row[..tiles * BLOCK];
+            fold_across(column, &mut row[..pool.w_out * BLOCK], across, f32::max);
+            deinterleave_row(geometry, row, ph, out, transpose);
         }
     }
 }
@@ -163,6 +327,22 @@ struct Block<'a> {
     weights: &'a [f32],
     bias: &'a [f32],
     activation: VectorActivation,
+}
+
+/// [`output_row`], then `activate` (the activation with no vector form, applied over
+/// the finished row).
+#[inline(always)]
+fn finished_row<S: Simd>(
+    s: S,
+    b: &Block<'_>,
+    oh: usize,
+    out_row: &mut [f32],
+    activate: Option<Activation>,
+) {
+    output_row(s, b, oh, out_row);
+    if let Some(activation) = activate {
+        bias_activate(activation, 0.0, &mut out_row[..b.p.w_out * BLOCK]);
+    }
 }
 
 /// Output row `oh` of the block into `out_row` as `[position][channel]`, in whole

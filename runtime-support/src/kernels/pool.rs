@@ -770,7 +770,12 @@ impl Pairs {
 /// for interleaved rows (`[position][channel]`): flat runs at stride 1, else
 /// position by position.
 #[inline(always)]
-fn fold_across(row: &[f32], out: &mut [f32], w: &Axis, f: impl Fn(f32, f32) -> f32 + Copy) {
+pub(super) fn fold_across(
+    row: &[f32],
+    out: &mut [f32],
+    w: &Axis,
+    f: impl Fn(f32, f32) -> f32 + Copy,
+) {
     let (sw, dw) = (w.stride, w.dilation);
     if sw == 1 {
         let len = out.len();
@@ -853,7 +858,7 @@ fn split_columns(src: &[f32], pad: usize, sw: usize, plane: usize, at: usize, ph
 /// each later one in a pass of its own. (Two taps in one pass measured slower than a
 /// copy and a pass, on VGG's 2×2 pools: 1.0–1.15 ms against 0.72–0.80.)
 #[inline(always)]
-fn fold_runs<'a>(
+pub(super) fn fold_runs<'a>(
     dst: &mut [f32],
     mut taps: impl Iterator<Item = &'a [f32]>,
     f: impl Fn(f32, f32) -> f32 + Copy,

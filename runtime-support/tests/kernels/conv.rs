@@ -1,5 +1,7 @@
-use kiln_runtime::kernels::{conv2d, conv2d_residual, conv2d_residual_inplace};
-use kiln_runtime::params::{Activation, Conv2d};
+use kiln_runtime::kernels::{
+    conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace, pool2d,
+};
+use kiln_runtime::params::{Activation, Conv2d, Pool2d, PoolKind};
 
 use crate::reference::{ACTIVATIONS, Rng, activation_ref, assert_close};
 
@@ -413,6 +415,162 @@ fn direct() {
     assert!(!params(1, 5, [19, 19], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1).direct_applies());
     assert!(!params(1, 33, [9, 9], 40, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
     assert!(!params(1, 256, [9, 9], 32, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
+}
+
+/// A max pool over `p`'s output (`[top, left, bottom, right]` pads), its output
+/// sizes rounded up under `ceil` (ONNX `ceil_mode`, a last window past the pads).
+pub(crate) fn max_pool_of(
+    p: &Conv2d,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pads: [usize; 4],
+    ceil: bool,
+) -> Pool2d {
+    let out = |i: usize| {
+        let in_len = [p.h_out, p.w_out][i] + pads[i] + pads[i + 2];
+        let span = dilation[i] * (kernel[i] - 1) + 1;
+        let steps = (in_len - span) as f64 / stride[i] as f64;
+        (if ceil { steps.ceil() } else { steps.floor() }) as usize + 1
+    };
+    Pool2d {
+        kind: PoolKind::Max,
+        n: p.n,
+        c: p.c_out,
+        h_in: p.h_out,
+        w_in: p.w_out,
+        h_out: out(0),
+        w_out: out(1),
+        kernel,
+        stride,
+        dilation,
+        pads,
+    }
+}
+
+/// `conv2d` then `pool2d`, the two steps the fused kernel replaces.
+pub(crate) fn conv_then_pool(
+    p: &Conv2d,
+    pool: &Pool2d,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+) -> Vec<f32> {
+    let mut conv = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
+    conv2d(
+        p,
+        x,
+        w,
+        Some(b),
+        &mut conv,
+        &mut vec![f32::NAN; p.scratch_len()],
+    );
+    let mut y = vec![f32::NAN; pool.n * pool.c * pool.h_out * pool.w_out];
+    pool2d(pool, &conv, &mut y);
+    y
+}
+
+/// The direct kernel with the max pool after it fused in gives the bits of the two
+/// steps apart (the convolution's rows are the same sums, and a max is exact):
+/// SqueezeNet's stem (3×3 s2, then 3×3 s2 unpadded), ResNet's (7×7 s2, then 3×3 s2
+/// padded), ShuffleNet's 24 channels (a partial block at 20), `ceil_mode` windows past
+/// the pads, a dilated pool, a stride-1 pool as large as its input, 2×2 at stride 2,
+/// two images, and activations with and without a vector form.
+#[test]
+fn direct_then_max_pool() {
+    let cases = [
+        (
+            params(1, 3, [45, 47], 64, [3, 3], [2, 2], [1, 1], [0; 4], 1),
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [0; 4],
+            false,
+        ),
+        (
+            params(1, 3, [40, 38], 24, [7, 7], [2, 2], [1, 1], [3; 4], 1),
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1; 4],
+            false,
+        ),
+        (
+            params(2, 3, [33, 30], 20, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1, 0, 1, 0],
+            true,
+        ),
+        (
+            params(1, 16, [19, 23], 13, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1; 4],
+            false,
+        ),
+        (
+            params(1, 5, [20, 26], 9, [3, 3], [1, 1], [1, 1], [0; 4], 1),
+            [2, 2],
+            [2, 2],
+            [1, 1],
+            [0; 4],
+            true,
+        ),
+        (
+            params(1, 4, [25, 25], 16, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+            [3, 2],
+            [2, 3],
+            [2, 1],
+            [2, 1, 0, 1],
+            false,
+        ),
+        (
+            params(1, 2, [9, 5], 8, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1; 4],
+            true,
+        ),
+    ];
+    let activations = [Activation::None, Activation::Relu, Activation::Sigmoid];
+    for (i, (conv, kernel, stride, dilation, pads, ceil)) in cases.into_iter().enumerate() {
+        let pool = max_pool_of(&conv, kernel, stride, dilation, pads, ceil);
+        let mut rng = Rng::new(90 + i as u64);
+        let x = rng.vec(conv.n * conv.c_in * conv.h_in * conv.w_in);
+        let w = rng.vec(conv.c_out * conv.c_in * conv.kernel[0] * conv.kernel[1]);
+        let b = rng.vec(conv.c_out);
+        for activation in activations {
+            let p = Conv2d { activation, ..conv };
+            assert!(p.direct_applies(), "{p:?}");
+            let want = conv_then_pool(&p, &pool, &x, &w, &b);
+            let mut y = vec![f32::NAN; want.len()];
+            let mut scratch = vec![f32::NAN; p.max_pool_scratch_len(&pool)];
+            conv2d_max_pool(&p, &pool, &x, &w, Some(&b), &mut y, &mut scratch);
+            crate::reference::assert_bits_eq(&y, &want, &format!("{p:?} then {pool:?}"));
+        }
+    }
+}
+
+/// A pool that does not take the convolution's output, or an average, is refused.
+#[test]
+#[should_panic(expected = "does not pool")]
+fn max_pool_of_another_shape_is_refused() {
+    let p = params(1, 3, [20, 20], 8, [3, 3], [2, 2], [1, 1], [0; 4], 1);
+    let pool = Pool2d {
+        kind: PoolKind::Average {
+            count_include_pad: false,
+        },
+        ..max_pool_of(&p, [3, 3], [2, 2], [1, 1], [0; 4], false)
+    };
+    let mut y = vec![0.0; pool.c * pool.h_out * pool.w_out];
+    let x = vec![0.0; 3 * 400];
+    let w = vec![0.0; 8 * 27];
+    let mut scratch = vec![0.0; p.max_pool_scratch_len(&pool)];
+    conv2d_max_pool(&p, &pool, &x, &w, None, &mut y, &mut scratch);
 }
 
 /// Batches of images with few positions each, unfolded several at a time into one

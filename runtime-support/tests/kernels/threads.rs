@@ -6,11 +6,12 @@
 
 use kiln_runtime::Threads;
 use kiln_runtime::kernels::{
-    conv2d, conv2d_residual, gemm, matmul_packed, pack_b, pool2d, softmax, softmax_inplace,
+    conv2d, conv2d_max_pool, conv2d_residual, gemm, matmul_packed, pack_b, pool2d, softmax,
+    softmax_inplace,
 };
 use kiln_runtime::params::{Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind, Softmax};
 
-use crate::conv::{conv_ref, conv_residual_ref, params};
+use crate::conv::{conv_ref, conv_residual_ref, conv_then_pool, max_pool_of, params};
 use crate::gemm::{gemm_params, gemm_ref};
 use crate::reference::{Rng, activation_ref, assert_bits_eq, assert_close};
 
@@ -98,6 +99,48 @@ fn conv2d_blocks_and_products_on_several_threads() {
 
 /// `conv2d_residual` where threads split the output stage: im2col blocks per thread,
 /// a pointwise product split by columns, one block split by rows, a strided 1×1.
+/// The direct kernel with a max pool fused in: each thread pools the blocks of output
+/// channels it computed, in rings of its own scratch.
+#[test]
+fn conv2d_max_pool_on_several_threads() {
+    let cases = [
+        (
+            params(1, 3, [61, 57], 64, [3, 3], [2, 2], [1, 1], [0; 4], 1),
+            [0; 4],
+        ),
+        (
+            params(2, 3, [48, 44], 44, [7, 7], [2, 2], [1, 1], [3; 4], 1),
+            [1; 4],
+        ),
+    ];
+    for (i, (conv, pads)) in cases.into_iter().enumerate() {
+        let p = Conv2d {
+            activation: Activation::Relu,
+            ..conv
+        };
+        let pool = max_pool_of(&p, [3, 3], [2, 2], [1, 1], pads, false);
+        let mut rng = Rng::new(130 + i as u64);
+        let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.c_in * p.kernel[0] * p.kernel[1]);
+        let b = rng.vec(p.c_out);
+        let scratch_len = p.max_pool_scratch_len(&pool);
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; pool.n * pool.c * pool.h_out * pool.w_out];
+            let mut scratch = vec![f32::NAN; scratch_len];
+            threads.install(|| conv2d_max_pool(&p, &pool, &x, &w, Some(&b), &mut y, &mut scratch));
+            y
+        };
+        let want = conv_then_pool(&p, &pool, &x, &w, &b);
+        let threads = Threads::new(2, scratch_len * 4).unwrap();
+        assert_bits_eq(&run(&threads), &want, &format!("{p:?}, two threads"));
+        assert_bits_eq(
+            &run(&Threads::default()),
+            &want,
+            &format!("{p:?}, one thread"),
+        );
+    }
+}
+
 #[test]
 fn conv2d_residual_on_several_threads() {
     let cases = [

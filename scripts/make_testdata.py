@@ -580,7 +580,8 @@ def two_branches() -> onnx.ModelProto:
     """two_branches: x [1,8,32,32] -> Conv 3x3 + Relu (stem, 16 channels); two parallel
     branches from the stem, each a big tensor of 64 channels at 32x32 (256 KiB: b1 a 1x1
     Conv + Relu, b2 a 3x3 Conv + Relu) reduced to a small one (c1 a 1x1 Conv of stride 2
-    to 8 channels, c2 a 2x2 MaxPool), then Concat (72 channels at 16x16) and a 1x1 Conv
+    to 8 channels, c2 a 2x2 AveragePool: a MaxPool would fuse into b2 on the CPU, and
+    b2's big tensor would never exist), then Concat (72 channels at 16x16) and a 1x1 Conv
     to y [1,10,16,16]. The file lists b1, b2, c1, c2: in that order both big tensors are
     live at once; Kiln's memory-aware schedule runs b1, c1, b2, c2 and plans a smaller
     arena (tests/tests/zoo.rs checks that it kept that schedule and matches onnxruntime)."""
@@ -610,7 +611,7 @@ def two_branches() -> onnx.ModelProto:
         mk("Conv", ["a", "b2.w", "b2.b"], ["b2.conv"], name="b2.conv", pads=[1, 1, 1, 1]),
         mk("Relu", ["b2.conv"], ["b2"], name="b2"),
         mk("Conv", ["b1", "c1.w", "c1.b"], ["c1"], name="c1", strides=[2, 2]),
-        mk("MaxPool", ["b2"], ["c2"], name="c2", kernel_shape=[2, 2], strides=[2, 2]),
+        mk("AveragePool", ["b2"], ["c2"], name="c2", kernel_shape=[2, 2], strides=[2, 2]),
         mk("Concat", ["c1", "c2"], ["cat"], name="cat", axis=1),
         mk("Conv", ["cat", "head.w", "head.b"], ["y"], name="head"),
     ]

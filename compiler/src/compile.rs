@@ -428,6 +428,7 @@ fn lower_choices(opts: &Options) -> lower::Choices {
         winograd_by_shape: !opts.over_ranges,
         packed_weights: opts.target == Target::Cpu,
         residual_adds: opts.target == Target::Cpu,
+        max_pools: opts.target == Target::Cpu,
     }
 }
 

@@ -55,6 +55,11 @@ pub enum Kernel {
     /// conv2d_residual`): operands X, W, the residual, then the bias if any. CPU only:
     /// the fusion pass runs where [`Choices::residual_adds`] allows.
     ResidualConv2d(params::Conv2d),
+    /// A direct convolution with the `MaxPool` after it fused in (`kiln_runtime::
+    /// kernels::conv2d_max_pool`): operands X, W, then the bias if any; the output is
+    /// the pooled one. CPU only: the fusion pass runs where [`Choices::max_pools`]
+    /// allows.
+    Conv2dMaxPool(params::Conv2d, params::Pool2d),
     Gemm(params::Gemm),
     MatMul(params::MatMul),
     /// A MatMul whose B is a constant matrix, packed at compile time into the panels
@@ -233,6 +238,9 @@ pub struct Choices {
     /// A 1×1 convolution's `Add` of a same-shaped tensor fuses into it
     /// ([`Kernel::ResidualConv2d`], `passes::fuse_residual_adds`).
     pub residual_adds: bool,
+    /// A direct convolution's `MaxPool` fuses into it ([`Kernel::Conv2dMaxPool`],
+    /// `passes::fuse_max_pools`).
+    pub max_pools: bool,
 }
 
 /// Lowers an inferred, optimised graph. `vary` names the values a build over declared

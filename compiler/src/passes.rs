@@ -8,7 +8,7 @@ use kiln_runtime::typed::params::{BinaryOp, UnaryOp};
 use crate::error::Error;
 use crate::ir::*;
 use crate::lower::Choices;
-use crate::ops::conv::Conv;
+use crate::ops::conv::{Conv, Pool};
 use crate::ops::elementwise::{Binary, Clip, Unary, Variadic};
 use crate::ops::linalg::Gemm;
 use crate::ops::norm::{BatchNormalization, ChannelAffine};
@@ -27,6 +27,9 @@ pub fn run(graph: &mut Graph, choices: Choices) -> Result<(), Error> {
         fuse_residual_adds(graph);
     }
     fuse_activations(graph);
+    if choices.max_pools {
+        fuse_max_pools(graph);
+    }
     eliminate_dead_nodes(graph);
     Ok(())
 }
@@ -415,6 +418,67 @@ fn residual_add_at(graph: &Graph, add: usize) -> Option<(usize, ValueId)> {
         }
     }
     None
+}
+
+/// `MaxPool(Conv(x))` → one `Conv` with the pool's window (`Conv::max_pool`), where
+/// the convolution runs on the direct kernel (`Conv2d::direct_applies`: the image
+/// stems of SqueezeNet, ResNet, ShuffleNet and the Inceptions), whose output rows the
+/// pool then takes while they are in cache: the convolution's output, the largest
+/// tensor of such a model, is never written. Taken where the convolution is float32
+/// NCHW with fixed shapes, has no residual, and only the pool reads it, and the pool
+/// has no Indices output. Runs after [`fuse_activations`]: the convolution's
+/// activation stays before the pool. The fused node takes the pool's place and
+/// output, and the convolution's name.
+pub fn fuse_max_pools(graph: &mut Graph) {
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        let Some(conv_index) = pooled_conv_at(graph, i) else {
+            i += 1;
+            continue;
+        };
+        let conv_node = graph.nodes.remove(conv_index);
+        let pool_index = i - 1;
+        let conv = conv_node.op.downcast::<Conv>().expect("checked").clone();
+        let pool = &mut graph.nodes[pool_index];
+        let window = pool.op.downcast::<Pool>().expect("checked").window.clone();
+        pool.op = Arc::new(Conv {
+            max_pool: Some(window),
+            ..conv
+        });
+        pool.inputs = conv_node.inputs;
+        pool.name = conv_node.name;
+    }
+}
+
+/// Whether node `pool` is a max pool over the output of a convolution
+/// [`fuse_max_pools`] takes: the convolution's index.
+fn pooled_conv_at(graph: &Graph, pool: usize) -> Option<usize> {
+    let node = &graph.nodes[pool];
+    node.op.downcast::<Pool>().filter(|p| p.average.is_none())?;
+    if node.outputs.len() != 1 {
+        return None;
+    }
+    let c = node.input(0)?;
+    let p = graph
+        .nodes
+        .iter()
+        .position(|n| n.outputs.first() == Some(&c))?;
+    let conv_node = &graph.nodes[p];
+    let conv = conv_node
+        .op
+        .downcast::<Conv>()
+        .filter(|c| !c.residual && c.max_pool.is_none())?;
+    let shape = |v: Option<ValueId>| v.and_then(|v| graph.value(v).shape.clone());
+    let (x, w, y) = (
+        shape(conv_node.input(0))?,
+        shape(conv_node.input(1))?,
+        shape(Some(c))?,
+    );
+    let direct = x.len() == 4
+        && y.len() == 4
+        && graph.value(c).dtype == DType::F32
+        && conv.conv2d(&x, &w).is_ok_and(|p| p.direct_applies());
+    (direct && conv_node.outputs.len() == 1 && sole_consumer(graph, c) == Some(pool)).then_some(p)
 }
 
 /// Fuses an activation into the Conv, Gemm or ChannelAffine that is its only input.

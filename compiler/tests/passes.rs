@@ -175,6 +175,88 @@ fn residual_adds_fuse_into_one_by_one_convolutions_on_the_cpu() {
     assert_eq!(kinds(&shared, &cpu), ["Conv", "Conv", "Add"]);
 }
 
+/// A MaxPool over a direct convolution's output (activation fused or not) fuses into
+/// it on the CPU: one step, named after the convolution, that writes the pooled
+/// output. An average pool, a max pool with Indices, a convolution the direct kernel
+/// does not take (1×1) or whose output is read elsewhere stay apart; CUDA fuses none.
+#[test]
+fn max_pools_fuse_into_direct_convolutions_on_the_cpu() {
+    use kiln_compiler::lower::Kernel;
+    let w = |n: usize| (0..n).map(|i| (i as f32 - 20.0) / 50.0).collect::<Vec<_>>();
+    let model = |kernel: i64, pool: &str, tail: &dyn Fn(Model) -> Model| {
+        let m = Model::new(13)
+            .input("x", &[1, 3, 23, 23])
+            .init(
+                "w",
+                &[8, 3, kernel, kernel],
+                w(24 * (kernel * kernel) as usize),
+            )
+            .node(
+                Node::new("Conv", &["x", "w"], &["c"])
+                    .name("stem")
+                    .ints("strides", &[2, 2]),
+            )
+            .node(Node::new("Relu", &["c"], &["r"]))
+            .node(
+                Node::new(pool, &["r"], &["y"])
+                    .name("pool")
+                    .ints("kernel_shape", &[3, 3])
+                    .ints("strides", &[2, 2]),
+            )
+            .output("y");
+        tail(m).bytes()
+    };
+    let steps = |bytes: &[u8], opts: &Options| -> Vec<String> {
+        let c = compile_bytes(bytes, "t.onnx", "t", opts).expect("compiles");
+        let shapes = c
+            .program
+            .outputs
+            .iter()
+            .map(|(o, _)| o.shape.clone())
+            .collect::<Vec<_>>();
+        assert_eq!(shapes[0], [1, 8, 5, 5]);
+        c.program
+            .steps
+            .iter()
+            .map(|s| match s.kernel {
+                Kernel::Conv2dMaxPool(..) => format!("{}: Conv+max pool", s.node),
+                _ => s.op_type.to_string(),
+            })
+            .collect()
+    };
+    let cpu = Options::default();
+    let cuda = Options {
+        target: kiln_compiler::Target::Cuda,
+        ..Options::default()
+    };
+    let plain = model(3, "MaxPool", &|m| m);
+    assert_eq!(steps(&plain, &cpu), ["stem: Conv+max pool"]);
+    assert_eq!(steps(&plain, &cuda), ["Conv", "MaxPool"]);
+    assert_eq!(
+        steps(&model(3, "AveragePool", &|m| m), &cpu),
+        ["Conv", "AveragePool"]
+    );
+    assert_eq!(
+        steps(&model(1, "MaxPool", &|m| m), &cpu),
+        ["Conv", "MaxPool"]
+    );
+    let read_elsewhere = model(3, "MaxPool", &|m| m.output("r"));
+    assert_eq!(steps(&read_elsewhere, &cpu), ["Conv", "MaxPool"]);
+    let indices = Model::new(13)
+        .input("x", &[1, 3, 23, 23])
+        .init("w", &[8, 3, 3, 3], w(216))
+        .node(Node::new("Conv", &["x", "w"], &["c"]).ints("strides", &[2, 2]))
+        .node(
+            Node::new("MaxPool", &["c"], &["y", "i"])
+                .ints("kernel_shape", &[3, 3])
+                .ints("strides", &[2, 2]),
+        )
+        .output("y")
+        .output("i")
+        .bytes();
+    assert_eq!(steps(&indices, &cpu), ["Conv", "MaxPool"]);
+}
+
 /// An AveragePool whose window is its whole unpadded plane lowers to the mean per plane
 /// (`Kernel::ReduceMean`, as GlobalAveragePool does); a padded or smaller window, and a
 /// MaxPool over the whole plane, stay pools.

@@ -342,6 +342,12 @@ impl<'a> Emitter<'a> {
                     _ => quote!(#rt::kernels::conv2d(&#pt, #x, #w, #bias, out, #scratch);),
                 }
             }
+            Kernel::Conv2dMaxPool(p, pool) => {
+                let (pt, pool) = (tokens::conv2d(rt, p), tokens::pool2d(rt, pool));
+                let (x, w) = (a(0), a(1));
+                let (bias, scratch) = (optional_arg(s, &a, 2), scratch_arg(s));
+                quote!(#rt::kernels::conv2d_max_pool(&#pt, &#pool, #x, #w, #bias, out, #scratch);)
+            }
             Kernel::Gemm(p) => {
                 let pt = tokens::gemm(rt, p);
                 let (x, w) = (a(0), a(1));
@@ -896,6 +902,7 @@ pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Pr
     let conv_scratch = |s: &Step| match &s.kernel {
         Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => c.scratch_len() * 4,
         Kernel::Winograd(c, v) => c.winograd_scratch_len(*v) * 4,
+        Kernel::Conv2dMaxPool(c, pool) => c.max_pool_scratch_len(pool) * 4,
         _ => 0,
     };
     programs

@@ -409,10 +409,13 @@ impl Emitter<'_> {
                 quote!(conv2d(&P)),
                 geometry::conv2d(p),
             ),
-            Kernel::Winograd(..) | Kernel::PackedMatMul(_) | Kernel::ResidualConv2d(_) => {
+            Kernel::Winograd(..)
+            | Kernel::PackedMatMul(_)
+            | Kernel::ResidualConv2d(_)
+            | Kernel::Conv2dMaxPool(..) => {
                 return Err(Error::Codegen(format!(
                     "node `{}` ({}) was lowered to a CPU-only kernel (Winograd, packed \
-                     weights or a fused residual), which has no CUDA twin",
+                     weights, a fused residual or max pool), which has no CUDA twin",
                     s.node, s.op_type
                 )));
             }

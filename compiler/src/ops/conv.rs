@@ -26,6 +26,9 @@ pub struct Conv {
     /// The `Add` after the convolution fused in (`passes::fuse_residual_adds`): input 3
     /// is a tensor of the output's shape, added before the activation.
     pub residual: bool,
+    /// The `MaxPool` after the convolution fused in (`passes::fuse_max_pools`): the
+    /// pool's window, and the node's output is the pooled one.
+    pub max_pool: Option<Window>,
 }
 
 impl Operator for Conv {
@@ -38,47 +41,43 @@ impl Operator for Conv {
         }
         let d = cx.check_type(0, Types::F32)?;
         let (xs, ws) = (cx.dims(0)?, cx.dims(1)?);
-        let out = conv_nd::conv_out_dims(&self.window, xs, ws, self.group)?;
+        let mut out = conv_nd::conv_out_dims(&self.window, xs, ws, self.group)?;
         conv_nd::check_bias(cx, 2, &ws[0])?;
+        if let Some(pool) = &self.max_pool {
+            out = conv_nd::pool_out_dims(pool, &out)?;
+        }
         Ok(vec![Fact::new(d, out)])
     }
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
-        if self.residual || tuned(cx.dtype(0)?, cx.dims(0)?.len()) || cx.constants().is_none() {
+        if self.residual
+            || self.max_pool.is_some()
+            || tuned(cx.dtype(0)?, cx.dims(0)?.len())
+            || cx.constants().is_none()
+        {
             return Ok(None);
         }
         conv_nd::eval_conv(&self.window, self.group, self.activation, cx, outs)
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let tuned = tuned(cx.dtype(0)?, cx.dims(0)?.len());
-        if self.residual && !tuned {
-            return Err("a fused residual needs float32 NCHW (the fusion pass checks)".into());
+        if (self.residual || self.max_pool.is_some()) && !tuned {
+            return Err(
+                "a fused residual or pool needs float32 NCHW (the fusion pass checks)".into(),
+            );
         }
         if !tuned {
             return conv_nd::lower_conv(&self.window, self.group, self.activation, cx);
         }
         let (x_shape, w_shape) = (cx.shape(0)?, cx.shape(1)?);
-        let win = window_2d(window::resolve(
-            &self.window,
-            &x_shape[2..],
-            Some(&w_shape[2..]),
-            false,
-        )?);
-        let (x_shape, y_shape) = (as_2d(x_shape), as_2d(cx.out(0)?.shape()));
-        let p = params::Conv2d {
-            n: x_shape[0],
-            c_in: x_shape[1],
-            h_in: x_shape[2],
-            w_in: x_shape[3],
-            c_out: y_shape[1],
-            h_out: y_shape[2],
-            w_out: y_shape[3],
-            kernel: win.kernel,
-            stride: win.stride,
-            dilation: win.dilation,
-            pads: win.pads,
-            group: self.group,
-            activation: activation_param(self.activation),
-        };
+        let p = self.conv2d(x_shape, w_shape)?;
+        if let Some(pool) = &self.max_pool {
+            let pool = pool2d(pool, None, &[p.n, p.c_out, p.h_out, p.w_out])?;
+            let inputs = cx.operands()?;
+            let out = cx.output(0)?;
+            let scratch = p.max_pool_scratch_len(&pool);
+            cx.step_with_scratch(Kernel::Conv2dMaxPool(p, pool), inputs, out, scratch);
+            return Ok(());
+        }
         if self.residual {
             // Operands: X, W, the residual, then the bias if there is one.
             let mut inputs = vec![cx.operand(0)?, cx.operand(1)?, cx.operand(3)?];
@@ -105,6 +104,64 @@ impl Operator for Conv {
         Ok(())
     }
     impl_as_any!();
+}
+
+impl Conv {
+    /// The tuned kernels' parameters for input and weight shapes (4-D, or 3-D as one
+    /// row), the output's from the window.
+    pub(crate) fn conv2d(&self, x_shape: &[usize], w_shape: &[usize]) -> R<params::Conv2d> {
+        let sp = window::resolve(&self.window, &x_shape[2..], Some(&w_shape[2..]), false)?;
+        let mut y_shape = vec![x_shape[0], w_shape[0]];
+        y_shape.extend(&sp.out);
+        let win = window_2d(sp);
+        let (x_shape, y_shape) = (as_2d(x_shape), as_2d(&y_shape));
+        Ok(params::Conv2d {
+            n: x_shape[0],
+            c_in: x_shape[1],
+            h_in: x_shape[2],
+            w_in: x_shape[3],
+            c_out: y_shape[1],
+            h_out: y_shape[2],
+            w_out: y_shape[3],
+            kernel: win.kernel,
+            stride: win.stride,
+            dilation: win.dilation,
+            pads: win.pads,
+            group: self.group,
+            activation: activation_param(self.activation),
+        })
+    }
+}
+
+/// The tuned kernel's parameters of a max pool (`average: None`) or average pool over
+/// an input of `x_shape` (4-D, or 3-D as one row).
+pub(crate) fn pool2d(
+    window: &Window,
+    average: Option<bool>,
+    x_shape: &[usize],
+) -> R<params::Pool2d> {
+    let sp = window::resolve(window, &x_shape[2..], None, true)?;
+    let mut y_shape = x_shape[..2].to_vec();
+    y_shape.extend(&sp.out);
+    let win = window_2d(sp);
+    let (x_shape, y_shape) = (as_2d(x_shape), as_2d(&y_shape));
+    let kind = match average {
+        Some(count_include_pad) => params::PoolKind::Average { count_include_pad },
+        None => params::PoolKind::Max,
+    };
+    Ok(params::Pool2d {
+        kind,
+        n: x_shape[0],
+        c: x_shape[1],
+        h_in: x_shape[2],
+        w_in: x_shape[3],
+        h_out: y_shape[2],
+        w_out: y_shape[3],
+        kernel: win.kernel,
+        stride: win.stride,
+        dilation: win.dilation,
+        pads: win.pads,
+    })
 }
 
 /// The Winograd variant and transformed weights (`NODE:winograd`, `[P², c_out, c_in]`)
@@ -191,26 +248,7 @@ impl Operator for Pool {
         if !tuned(cx.dtype(0)?, cx.dims(0)?.len()) || conv_nd::wants_indices(cx) {
             return conv_nd::lower_pool(&self.window, self.average, self.column_major, cx);
         }
-        let x_shape = cx.shape(0)?;
-        let win = window_2d(window::resolve(&self.window, &x_shape[2..], None, true)?);
-        let (x_shape, y_shape) = (as_2d(x_shape), as_2d(cx.out(0)?.shape()));
-        let kind = match self.average {
-            Some(count_include_pad) => params::PoolKind::Average { count_include_pad },
-            None => params::PoolKind::Max,
-        };
-        let p = params::Pool2d {
-            kind,
-            n: x_shape[0],
-            c: x_shape[1],
-            h_in: x_shape[2],
-            w_in: x_shape[3],
-            h_out: y_shape[2],
-            w_out: y_shape[3],
-            kernel: win.kernel,
-            stride: win.stride,
-            dilation: win.dilation,
-            pads: win.pads,
-        };
+        let p = pool2d(&self.window, self.average, cx.shape(0)?)?;
         let x = cx.operand(0)?;
         let out = cx.output(0)?;
         // An average over each whole plane, no padding (ResNet's, DenseNet's and the
@@ -323,6 +361,7 @@ pub const OPS: &[OpDef] = &[
                 group: cx.attrs.positive("group", Some(1))?,
                 activation: None,
                 residual: false,
+                max_pool: None,
             }))
         },
     },

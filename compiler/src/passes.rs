@@ -23,6 +23,7 @@ pub fn run(graph: &mut Graph, choices: Choices) -> Result<(), Error> {
     fold_channel_ops(graph);
     hard_swish_patterns(graph);
     swish_patterns(graph);
+    gelu_patterns(graph);
     if choices.residual_adds {
         fuse_residual_adds(graph);
     }
@@ -662,6 +663,91 @@ fn swish_at(graph: &Graph, end: usize) -> Option<(ValueId, usize)> {
         if is_sigmoid && graph.nodes[p].input(0) == Some(x) && sole_consumer(graph, s) == Some(end)
         {
             return Some((x, p));
+        }
+    }
+    None
+}
+
+/// `x · ½ · (1 + erf(x/√2))` as exporters write it (the feed-forward activation of
+/// BERT-like encoders: a `Div` by √2 or a `Mul` by 1/√2, `Erf`, an `Add` of 1, and two
+/// `Mul`s taking ½ and `x` in any order) → `Gelu(x)`: one pass over the tensor instead
+/// of five. Float32 only; each intermediate value must feed only the next node.
+pub fn gelu_patterns(graph: &mut Graph) {
+    rewrite_as_unary(graph, "Gelu", UnaryOp::Gelu { tanh: false }, gelu_at);
+}
+
+/// The input `x` of a GELU pattern ending at the `Mul` node `end`, and the pattern's
+/// other nodes (to remove).
+fn gelu_at(graph: &Graph, end: usize) -> Option<(ValueId, Vec<usize>)> {
+    let node = |i: usize| &graph.nodes[i];
+    let producer = |v: ValueId| graph.nodes.iter().position(|n| n.outputs.contains(&v));
+    let binary = |i: usize, op: BinaryOp| {
+        let n = node(i);
+        n.op.downcast::<Binary>().filter(|b| b.op == op)?;
+        Some((n.input(0)?, n.input(1)?))
+    };
+    let scalar = |v: ValueId| {
+        constant(graph, Some(v))
+            .filter(|c| c.len() == 1)
+            .map(|c| c[0])
+    };
+    let near =
+        |v: ValueId, want: f64| scalar(v).is_some_and(|c| (c as f64 - want).abs() <= 1e-6 * want);
+    let feeds = |from: usize, to: usize| sole_consumer(graph, node(from).outputs[0]) == Some(to);
+    // `1 + erf(x/√2)` as value `v`, read only by node `reader`: its nodes.
+    let one_plus_erf = |v: ValueId, x: ValueId, reader: usize| -> Option<Vec<usize>> {
+        let add = producer(v)?;
+        let (p, q) = binary(add, BinaryOp::Add)?;
+        let e = match (scalar(p) == Some(1.0), scalar(q) == Some(1.0)) {
+            (true, false) => q,
+            (false, true) => p,
+            _ => return None,
+        };
+        let erf = producer(e)?;
+        let is_erf = node(erf)
+            .op
+            .downcast::<Unary>()
+            .is_some_and(|u| matches!(u.op, UnaryOp::Erf));
+        let scale = producer(node(erf).input(0)?)?;
+        let scaled = match binary(scale, BinaryOp::Div) {
+            Some((a, s)) => a == x && near(s, std::f64::consts::SQRT_2),
+            None => binary(scale, BinaryOp::Mul).is_some_and(|(a, b)| {
+                let half_root = std::f64::consts::FRAC_1_SQRT_2;
+                (a == x && near(b, half_root)) || (b == x && near(a, half_root))
+            }),
+        };
+        let chain = is_erf && scaled && feeds(add, reader) && feeds(erf, add) && feeds(scale, erf);
+        chain.then(|| vec![add, erf, scale])
+    };
+    if graph.value(node(end).outputs[0]).dtype != DType::F32 {
+        return None;
+    }
+    let (a, b) = binary(end, BinaryOp::Mul)?;
+    for (product, other) in [(a, b), (b, a)] {
+        let Some(inner) = producer(product) else {
+            continue;
+        };
+        let Some((c, d)) = binary(inner, BinaryOp::Mul) else {
+            continue;
+        };
+        if !feeds(inner, end) {
+            continue;
+        }
+        // The three factors, each with the node that reads it: one is ½, one is
+        // `1 + erf(x/√2)`, one is `x`.
+        let factors = [(other, end), (c, inner), (d, inner)];
+        for half in 0..3 {
+            for erf in (0..3).filter(|&i| i != half) {
+                let x = factors[3 - half - erf].0;
+                if scalar(factors[half].0) != Some(0.5) {
+                    continue;
+                }
+                let (v, reader) = factors[erf];
+                if let Some(mut nodes) = one_plus_erf(v, x, reader) {
+                    nodes.push(inner);
+                    return Some((x, nodes));
+                }
+            }
         }
     }
     None

@@ -95,6 +95,76 @@ fn swish_patterns_fuse_into_the_convolution() {
     assert_eq!(steps(other), ["Conv", "Sigmoid", "Mul"]);
 }
 
+/// The exporters' GELU, `x · ½ · (1 + erf(x/√2))` in five nodes, becomes one `Gelu`
+/// step on both targets (a tuned unary with a CUDA twin), whichever way the products
+/// are grouped and whether `x/√2` is a `Div` or a `Mul` by 1/√2. An intermediate read
+/// elsewhere, or another constant, leaves the nodes as they are.
+#[test]
+fn gelu_patterns_become_one_step() {
+    let model = |nodes: &[(&str, &[&str], &str)], outputs: &[&str]| {
+        let mut m = Model::new(13)
+            .input("x", &[2, 8])
+            .init("root2", &[], vec![std::f32::consts::SQRT_2])
+            .init("inv_root2", &[], vec![std::f32::consts::FRAC_1_SQRT_2])
+            .init("one", &[], vec![1.0])
+            .init("half", &[], vec![0.5])
+            .init("six_tenths", &[], vec![0.6]);
+        for &(op, inputs, output) in nodes {
+            m = m.node(Node::new(op, inputs, &[output]));
+        }
+        for &o in outputs {
+            m = m.output(o);
+        }
+        m.bytes()
+    };
+    let steps = |bytes: &[u8], target: kiln_compiler::Target| -> Vec<&'static str> {
+        let opts = Options {
+            target,
+            ..Options::default()
+        };
+        let c = compile_bytes(bytes, "t.onnx", "t", &opts).expect("compiles");
+        c.program.steps.iter().map(|s| s.op_type).collect()
+    };
+    let erf: [(&str, &[&str], &str); 2] = [("Div", &["x", "root2"], "d"), ("Erf", &["d"], "e")];
+    // MiniLM's: x · ((erf(x/√2) + 1) · ½).
+    let minilm = [
+        ("Add", &["e", "one"][..], "a"),
+        ("Mul", &["a", "half"], "h"),
+        ("Mul", &["x", "h"], "y"),
+    ];
+    // BERT's: (x · (1 + erf(x/√2))) · ½.
+    let bert = [
+        ("Add", &["one", "e"][..], "a"),
+        ("Mul", &["x", "a"], "m"),
+        ("Mul", &["m", "half"], "y"),
+    ];
+    for (name, tail) in [("minilm", minilm), ("bert", bert)] {
+        let nodes = [&erf[..], &tail[..]].concat();
+        for target in [kiln_compiler::Target::Cpu, kiln_compiler::Target::Cuda] {
+            assert_eq!(steps(&model(&nodes, &["y"]), target), ["Gelu"], "{name}");
+        }
+    }
+    // PyTorch's: (x · ½) · (1 + erf(x · 1/√2)).
+    let torch = [
+        ("Mul", &["inv_root2", "x"][..], "d"),
+        ("Erf", &["d"], "e"),
+        ("Add", &["e", "one"], "a"),
+        ("Mul", &["x", "half"], "m"),
+        ("Mul", &["m", "a"], "y"),
+    ];
+    assert_eq!(
+        steps(&model(&torch, &["y"]), kiln_compiler::Target::Cpu),
+        ["Gelu"]
+    );
+    let nodes = [&erf[..], &minilm[..]].concat();
+    let shared = steps(&model(&nodes, &["y", "e"]), kiln_compiler::Target::Cpu);
+    assert_eq!(shared, ["Div", "Erf", "Add", "Mul", "Mul"]);
+    let mut other = nodes.clone();
+    other[3] = ("Mul", &["a", "six_tenths"], "h");
+    let other = steps(&model(&other, &["y"]), kiln_compiler::Target::Cpu);
+    assert_eq!(other, ["Div", "Erf", "Add", "Mul", "Mul"]);
+}
+
 /// `Add(Conv1x1(x), r)` and a two-input `Sum` fuse into the convolution on the CPU
 /// (`Kernel::ResidualConv2d`), the Relu after them too, also where `r` is computed after
 /// the convolution; a 3×3 convolution's add, a broadcast operand, and a convolution

@@ -71,6 +71,8 @@ __device__ __forceinline__ long long kiln_stride() {
 #define KILN_OP_HARD_SIGMOID 11  // f0 = alpha, f1 = beta
 #define KILN_OP_HARD_SWISH 12
 #define KILN_OP_SWISH 13      // f0 = alpha
+#define KILN_OP_GELU 14
+#define KILN_OP_GELU_TANH 15
 
 __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float f1) {
     switch (op) {
@@ -90,6 +92,9 @@ __device__ __forceinline__ float kiln_unary_op(int op, float x, float f0, float 
     }
     case KILN_OP_HARD_SWISH: return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
     case KILN_OP_SWISH: return x / (1.0f + expf(-f0 * x));
+    case KILN_OP_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+    case KILN_OP_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978846f * (x + 0.044715f * x * x * x)));
     default: return x;
     }
 }

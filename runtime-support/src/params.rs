@@ -264,6 +264,11 @@ pub enum Unary {
     Swish {
         alpha: f32,
     },
+    /// `x/2 · (1 + erf(x/√2))`, or with `tanh` the approximation
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715·x³)))` (ONNX `approximate = "tanh"`).
+    Gelu {
+        tanh: bool,
+    },
 }
 
 /// Inference-time batch normalisation over NCHW-like data: `c` channels, each

@@ -730,7 +730,7 @@ fn matmul_cases() -> Vec<Case> {
 // ---------------------------------------------------------------------------------
 // Elementwise
 
-const UNARIES: [Unary; 13] = [
+const UNARIES: [Unary; 15] = [
     Unary::Relu,
     Unary::LeakyRelu { alpha: 0.3 },
     Unary::Sigmoid,
@@ -750,6 +750,8 @@ const UNARIES: [Unary; 13] = [
     Unary::HardSwish,
     Unary::Swish { alpha: 1.0 },
     Unary::Swish { alpha: 0.5 },
+    Unary::Gelu { tanh: false },
+    Unary::Gelu { tanh: true },
 ];
 
 fn unary_cases() -> Vec<Case> {

@@ -66,6 +66,7 @@ pub fn unary(rt: &TokenStream, u: Unary) -> TokenStream {
             let alpha = f32_lit(alpha);
             quote!(#rt::params::Unary::Swish { alpha: #alpha })
         }
+        Unary::Gelu { tanh } => quote!(#rt::params::Unary::Gelu { tanh: #tanh }),
         Unary::HardSigmoid { alpha, beta } => {
             let (alpha, beta) = (f32_lit(alpha), f32_lit(beta));
             quote!(#rt::params::Unary::HardSigmoid { alpha: #alpha, beta: #beta })

@@ -93,6 +93,7 @@ fn legacy_unary(op: tp::UnaryOp) -> Option<legacy::Unary> {
         tp::UnaryOp::HardSigmoid { alpha, beta } => legacy::Unary::HardSigmoid { alpha, beta },
         tp::UnaryOp::HardSwish => legacy::Unary::HardSwish,
         tp::UnaryOp::Swish { alpha } => legacy::Unary::Swish { alpha },
+        tp::UnaryOp::Gelu { tanh } => legacy::Unary::Gelu { tanh },
         _ => return None,
     })
 }
@@ -194,7 +195,7 @@ unary_ops! {
     "Softplus" 1 Float false => |a| U::Softplus;
     "Softsign" 1 Float false => |a| U::Softsign;
     "Mish" 18 Float false => |a| U::Mish;
-    "Gelu" 20 Float false => |a| U::Gelu {
+    "Gelu" 20 Float true => |a| U::Gelu {
         tanh: match a.string("approximate")?.as_deref() {
             None | Some("none") => false,
             Some("tanh") => true,

@@ -199,6 +199,8 @@ pub const fn unary_code(op: Unary) -> (i32, f32, f32) {
         Unary::HardSigmoid { alpha, beta } => (11, alpha, beta),
         Unary::HardSwish => (12, 0.0, 0.0),
         Unary::Swish { alpha } => (13, alpha, 0.0),
+        Unary::Gelu { tanh: false } => (14, 0.0, 0.0),
+        Unary::Gelu { tanh: true } => (15, 0.0, 0.0),
     }
 }
 

@@ -68,6 +68,16 @@ macro_rules! with_unary {
                 let $f = move |x: f32| x * simd::sigmoid(alpha * x);
                 $body
             }
+            Unary::Gelu { tanh: false } => {
+                let $f = |x: f32| 0.5 * x * (1.0 + simd::erf(x * std::f32::consts::FRAC_1_SQRT_2));
+                $body
+            }
+            Unary::Gelu { tanh: true } => {
+                // √(2/π)
+                const C: f32 = 0.797_884_6;
+                let $f = |x: f32| 0.5 * x * (1.0 + simd::tanh(C * (x + 0.044715 * x * x * x)));
+                $body
+            }
         }
     };
 }

@@ -72,6 +72,13 @@ pub fn unary_ref(op: Unary, x: f32) -> f32 {
         Unary::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
         Unary::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
         Unary::Swish { alpha } => x / (1.0 + (-(alpha as f64) * x).exp()),
+        Unary::Gelu { tanh: false } => {
+            0.5 * x * (1.0 + kiln_runtime::typed::elem::erf(x * std::f64::consts::FRAC_1_SQRT_2))
+        }
+        Unary::Gelu { tanh: true } => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
     };
     y as f32
 }

@@ -10,6 +10,7 @@ use faer::traits::pulp::Simd;
 use super::index::{Layout, contiguous_strides, extent};
 use super::simd::{self, vectorize};
 use crate::params::{Activation, Binary, Broadcast, Unary};
+use crate::threads;
 
 /// Expands `$body` with `$f` bound to the scalar function of the unary op `$op`.
 macro_rules! with_unary {
@@ -243,8 +244,32 @@ pub fn unary_inplace(op: Unary, y: &mut [f32]) {
     map_unary(op, None, y);
 }
 
-/// `y = op(x)`; `x` is `None` when it is `y` itself.
+/// `y = op(x)`; `x` is `None` when it is `y` itself. With worker threads, an op
+/// evaluated by polynomials (exp, erf, tanh, and what is made of them) is shared in
+/// one run a thread; the others are a load and a store an element, which a second
+/// core (reading what the first one wrote) does not make faster.
 fn map_unary(op: Unary, x: Option<&[f32]>, y: &mut [f32]) {
+    let polynomial = matches!(
+        op,
+        Unary::Exp
+            | Unary::Sigmoid
+            | Unary::Tanh
+            | Unary::Erf
+            | Unary::Swish { .. }
+            | Unary::Gelu { .. }
+    );
+    // An element weighed as 16 multiply-adds, as softmax's.
+    let work = if polynomial { y.len() * 16 } else { 0 };
+    let run = y.len().div_ceil(threads::current()).next_multiple_of(64);
+    let runs = y.chunks_mut(run.max(1)).enumerate();
+    threads::for_each(runs, work, |(i, y)| {
+        let x = x.map(|x| &x[i * run..][..y.len()]);
+        map_unary_run(op, x, y)
+    });
+}
+
+/// [`map_unary`] on one thread.
+fn map_unary_run(op: Unary, x: Option<&[f32]>, y: &mut [f32]) {
     if let Some(f) = vector_map(op) {
         return simd::map_vectors(f, 0.0, x, y);
     }

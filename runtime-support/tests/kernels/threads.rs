@@ -7,9 +7,11 @@
 use kiln_runtime::Threads;
 use kiln_runtime::kernels::{
     conv2d, conv2d_max_pool, conv2d_residual, gemm, matmul_packed, pack_b, pool2d, softmax,
-    softmax_inplace,
+    softmax_inplace, unary, unary_inplace,
 };
-use kiln_runtime::params::{Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind, Softmax};
+use kiln_runtime::params::{
+    Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind, Softmax, Unary,
+};
 
 use crate::conv::{conv_ref, conv_residual_ref, conv_then_pool, max_pool_of, params};
 use crate::gemm::{gemm_params, gemm_ref};
@@ -137,6 +139,33 @@ fn conv2d_max_pool_on_several_threads() {
             &run(&Threads::default()),
             &want,
             &format!("{p:?}, one thread"),
+        );
+    }
+}
+
+/// Unary ops evaluated by polynomials, shared in one run a thread (a length that is
+/// no multiple of the runs' 64, in place too): bit for bit as on one thread.
+#[test]
+fn unary_runs_on_several_threads() {
+    let x: Vec<f32> = Rng::new(140).vec(70_001).iter().map(|v| v * 6.0).collect();
+    for op in [Unary::Gelu { tanh: false }, Unary::Exp, Unary::Erf] {
+        let run = |threads: &Threads| {
+            let mut y = vec![f32::NAN; x.len()];
+            let mut inplace = x.clone();
+            threads.install(|| {
+                unary(op, &x, &mut y);
+                unary_inplace(op, &mut inplace);
+            });
+            (y, inplace)
+        };
+        let (one, one_inplace) = run(&Threads::default());
+        let (two, two_inplace) = run(&Threads::new(2, 0).unwrap());
+        assert_bits_eq(&two, &one, &format!("{op:?}"));
+        assert_bits_eq(&two_inplace, &one_inplace, &format!("{op:?} in place"));
+        assert_bits_eq(
+            &one_inplace,
+            &one,
+            &format!("{op:?}: in place against apart"),
         );
     }
 }

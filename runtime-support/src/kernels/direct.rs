@@ -116,8 +116,12 @@ impl WithSimd for Run<'_> {
             .map_or(p.h_out * p.w_out, |m| m.plane_out());
         let in_registers = VectorActivation::new(p.activation);
         let activation = in_registers.unwrap_or(VectorActivation::Identity);
+        // A pool in floor mode may leave the last rows unread: they are not computed.
+        let h_out = pooling
+            .as_ref()
+            .map_or(p.h_out, |m| m.last_row_read(m.pool.h_out - 1) + 1);
         let mut loaded = 0;
-        for oh in 0..p.h_out {
+        for oh in 0..h_out {
             let first = oh * p.stride[0];
             let last = first + (p.kernel[0] - 1) * p.dilation[0];
             for r in loaded.max(first)..=last {
@@ -230,18 +234,20 @@ impl<'a> MaxPoolRows<'a> {
         &mut self.rings[at..][..tiles * BLOCK]
     }
 
-    /// The pooled rows whose last convolution row (clipped to the output) is `oh`,
-    /// marked done: every block pools them once that row of it is in.
-    fn ready(&mut self, oh: usize) -> Range<usize> {
+    /// The last convolution row pooled row `ph` reads (clipped to the output).
+    fn last_row_read(&self, ph: usize) -> usize {
         let pool = self.pool;
-        let last = |ph: usize| {
-            let bottom = ph * pool.stride[0] + (pool.kernel[0] - 1) * pool.dilation[0];
-            bottom.saturating_sub(pool.pads[0]).min(self.h_conv - 1)
-        };
+        let bottom = ph * pool.stride[0] + (pool.kernel[0] - 1) * pool.dilation[0];
+        bottom.saturating_sub(pool.pads[0]).min(self.h_conv - 1)
+    }
+
+    /// The pooled rows whose last convolution row is `oh`, marked done: every block
+    /// pools them once that row of it is in.
+    fn ready(&mut self, oh: usize) -> Range<usize> {
         let first = self.done;
-        let end = (first..pool.h_out)
-            .find(|&ph| last(ph) > oh)
-            .unwrap_or(pool.h_out);
+        let end = (first..self.pool.h_out)
+            .find(|&ph| self.last_row_read(ph) > oh)
+            .unwrap_or(self.pool.h_out);
         self.done = end;
         first..end
     }

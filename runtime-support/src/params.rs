@@ -265,7 +265,10 @@ pub enum Unary {
         alpha: f32,
     },
     /// `x/2 · (1 + erf(x/√2))`, or with `tanh` the approximation
-    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715·x³)))` (ONNX `approximate = "tanh"`).
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715·x³)))` (ONNX `approximate = "tanh"`),
+    /// in f32 as exporters' five-node form computes it: in the left tail the result is
+    /// within `3e-7·|x|` of 0 (erf's absolute error), and the exact form gives −∞ at −∞
+    /// (the reference: NaN).
     Gelu {
         tanh: bool,
     },

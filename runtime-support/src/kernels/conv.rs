@@ -120,21 +120,12 @@ pub fn conv2d_max_pool(
             && pool.pads[1] < pool.kernel[1] * pool.dilation[1],
         "conv2d_max_pool: {pool:?} does not pool {p:?}"
     );
-    let k_len = p.c_in * p.kernel[0] * p.kernel[1];
-    assert_eq!(
-        x.len(),
-        p.n * p.c_in * p.h_in * p.w_in,
-        "conv2d_max_pool: X"
-    );
-    assert_eq!(w.len(), p.c_out * k_len, "conv2d_max_pool: W");
+    check_operands(p, x, w, bias);
     assert_eq!(
         y.len(),
         p.n * p.c_out * pool.h_out * pool.w_out,
         "conv2d_max_pool: Y"
     );
-    if let Some(b) = bias {
-        assert_eq!(b.len(), p.c_out, "conv2d_max_pool: bias");
-    }
     let needed = p.max_pool_scratch_len(pool);
     assert!(scratch.len() >= needed, "conv2d_max_pool: scratch");
     if y.is_empty() || p.h_out == 0 {
@@ -172,6 +163,32 @@ enum Residual<'a> {
     InOutput,
 }
 
+/// Checks a convolution's groups, input, weights and bias against `p`, and its output
+/// size against its window (every entry point; the output's length is each one's own).
+fn check_operands(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) {
+    assert!(
+        p.group > 0 && p.c_in.is_multiple_of(p.group) && p.c_out.is_multiple_of(p.group),
+        "conv2d: {p:?}"
+    );
+    let k_len = p.c_in / p.group * p.kernel[0] * p.kernel[1];
+    assert_eq!(x.len(), p.n * p.c_in * p.h_in * p.w_in, "conv2d: X");
+    assert_eq!(w.len(), p.c_out * k_len, "conv2d: W");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), p.c_out, "conv2d: bias");
+    }
+    for i in 0..2 {
+        let pads = p.pads[i] + p.pads[i + 2];
+        let expect = out_len(
+            [p.h_in, p.w_in][i],
+            p.kernel[i],
+            p.stride[i],
+            p.dilation[i],
+            pads,
+        );
+        assert_eq!([p.h_out, p.w_out][i], expect, "conv2d: output size, {p:?}");
+    }
+}
+
 /// [`conv2d`], [`conv2d_residual`] and [`conv2d_residual_inplace`]; a residual comes
 /// only with the pointwise and im2col strategies.
 fn conv(
@@ -193,36 +210,17 @@ fn conv(
         Residual::Apart(r) => Some(r),
         _ => None,
     };
-    assert!(
-        p.group > 0 && p.c_in.is_multiple_of(p.group) && p.c_out.is_multiple_of(p.group),
-        "conv2d: {p:?}"
-    );
+    check_operands(p, x, w, bias);
     let (c_in_g, c_out_g) = (p.c_in / p.group, p.c_out / p.group);
     let [kh, kw] = p.kernel;
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
     let k_len = c_in_g * kh * kw;
-    assert_eq!(x.len(), p.n * p.c_in * plane_in, "conv2d: X");
-    assert_eq!(w.len(), p.c_out * k_len, "conv2d: W");
     assert_eq!(y.len(), p.n * p.c_out * plane_out, "conv2d: Y");
     // A build over declared ranges lends the scratch its largest size: use a prefix.
     // Images at once need more, and run only where the scratch has it (see
     // `Conv2d::least_scratch_len`).
     let needed = p.least_scratch_len();
     assert!(scratch.len() >= needed, "conv2d: scratch");
-    if let Some(b) = bias {
-        assert_eq!(b.len(), p.c_out, "conv2d: bias");
-    }
-    for i in 0..2 {
-        let pads = p.pads[i] + p.pads[i + 2];
-        let expect = out_len(
-            [p.h_in, p.w_in][i],
-            p.kernel[i],
-            p.stride[i],
-            p.dilation[i],
-            pads,
-        );
-        assert_eq!([p.h_out, p.w_out][i], expect, "conv2d: output size, {p:?}");
-    }
     if y.is_empty() {
         return;
     }

@@ -420,14 +420,16 @@ fn dot_inline(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// A reduction with eight independent accumulators, combined with `merge` at the end.
+/// A reduction with eight independent accumulators (so that it vectorises, or at
+/// least overlaps, instead of running as one chain of dependent steps), combined with
+/// `merge` at the end; the elements past the last eight fold into the result after.
 #[inline(always)]
-fn fold8(
-    x: &[f32],
-    init: f32,
-    step: impl Fn(f32, f32) -> f32,
-    merge: impl Fn(f32, f32) -> f32,
-) -> f32 {
+pub(crate) fn fold8<T: Copy, A: Copy>(
+    x: &[T],
+    init: A,
+    step: impl Fn(A, T) -> A,
+    merge: impl Fn(A, A) -> A,
+) -> A {
     let mut acc = [init; 8];
     let chunks = x.chunks_exact(8);
     let tail = chunks.remainder();

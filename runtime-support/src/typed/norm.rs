@@ -11,46 +11,28 @@
 use super::elem::{Elem, as_f32, as_f32_mut};
 use super::index::{Odometer, strides_of};
 use super::params::RANK;
-use crate::kernels::simd::vectorize;
+use crate::kernels::simd::{self, vectorize};
 use serde::Serialize;
 
-/// Partial sums [`moments`] keeps: one `f64` vector's worth per AVX2 register pair,
-/// so that the sums vectorise (or at least overlap) instead of running as one chain
-/// of dependent adds (four cycles an element: a 128 × 384 LayerNorm took 0.13 ms).
-const PARTIAL_SUMS: usize = 8;
-
-/// Mean and (population) variance of `x`, two passes in `f64`, each summed in
-/// [`PARTIAL_SUMS`] interleaved partial sums added up in order. Always inlined: inside
+/// Mean and (population) variance of `x`, two passes in `f64`, each summed in eight
+/// interleaved partial sums ([`simd::fold8`]; one chain of dependent adds was four
+/// cycles an element: a 128 × 384 LayerNorm took 0.13 ms). Always inlined: inside
 /// [`layer_norm_f32`]'s `vectorize!` the sums are vector adds.
 #[inline(always)]
 fn moments<T: Elem>(x: &[T]) -> (f64, f64) {
     let inv_n = 1.0 / x.len() as f64;
-    let mean = partial_sum(x, |v| v.to_f64()) * inv_n;
-    let var = partial_sum(x, |v| {
-        let d = v.to_f64() - mean;
-        d * d
-    }) * inv_n;
+    let add = |a: f64, b: f64| a + b;
+    let mean = simd::fold8(x, 0.0, |acc, v: T| acc + v.to_f64(), add) * inv_n;
+    let var = simd::fold8(
+        x,
+        0.0,
+        |acc, v: T| {
+            let d = v.to_f64() - mean;
+            acc + d * d
+        },
+        add,
+    ) * inv_n;
     (mean, var)
-}
-
-/// `Σ f(v)` over `x` in [`PARTIAL_SUMS`] interleaved partial sums, added up in order.
-#[inline(always)]
-fn partial_sum<T: Elem>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
-    let mut parts = [0.0f64; PARTIAL_SUMS];
-    let (whole, rest) = x.as_chunks::<PARTIAL_SUMS>();
-    for chunk in whole {
-        for (part, &v) in parts.iter_mut().zip(chunk) {
-            *part += f(v);
-        }
-    }
-    for (part, &v) in parts.iter_mut().zip(rest) {
-        *part += f(v);
-    }
-    let mut total = 0.0;
-    for part in parts {
-        total += part;
-    }
-    total
 }
 
 /// LayerNormalization: `x` is `outer × len`, normalised over each row of `len`

@@ -2,7 +2,8 @@
 //! made by `scripts/make_testdata.py`) and three small models built in memory (from
 //! `compiler/tests/common`: the tiny classifier and the "kitchen sink" that uses most
 //! operators; two Gemms cuBLAS can take; and SiLU standalone and fused into a
-//! convolution; these also for the CPU target, to compare with).
+//! convolution; GELU as exporters spell it with Erf and as ONNX's tanh `Gelu`; these
+//! also for the CPU target, to compare with).
 //! Writes `cuda_check.rs`: one module per model and a table of them.
 //!
 //! So "every generated CUDA module compiles as Rust" is the build of this crate.
@@ -76,6 +77,7 @@ fn main() {
         ("kitchen_sink", common::kitchen_sink().bytes()),
         ("gemms", gemms().bytes()),
         ("silu", silu().bytes()),
+        ("gelu", gelu().bytes()),
     ] {
         for (suffix, target) in [("cuda", Target::Cuda), ("cpu", Target::Cpu)] {
             let module_name = format!("{name}_{suffix}");
@@ -151,6 +153,33 @@ fn silu() -> common::Model {
         )
         .node(Node::new("Sigmoid", &["c"], &["t"]))
         .node(Node::new("Mul", &["c", "t"], &["y"]).name("silu_out"))
+        .output("y")
+}
+
+/// A feed-forward block's GELUs: `x · ½ · (1 + erf(x/√2))` spelled out after a MatMul
+/// (rewritten to one Gelu step) and ONNX's `Gelu` with `approximate = "tanh"`.
+fn gelu() -> common::Model {
+    use common::{Model, Node, Rng};
+    let mut rng = Rng::new(17);
+    Model::new(20)
+        .input("x", &[4, 96])
+        .init_raw("w1", &[96, 64], &rng.floats(96 * 64))
+        .init_raw("w2", &[64, 32], &rng.floats(64 * 32))
+        .init("root2", &[], vec![std::f32::consts::SQRT_2])
+        .init("one", &[], vec![1.0])
+        .init("half", &[], vec![0.5])
+        .node(Node::new("MatMul", &["x", "w1"], &["h"]))
+        .node(Node::new("Div", &["h", "root2"], &["hs"]))
+        .node(Node::new("Erf", &["hs"], &["e"]))
+        .node(Node::new("Add", &["e", "one"], &["e1"]))
+        .node(Node::new("Mul", &["h", "e1"], &["he"]))
+        .node(Node::new("Mul", &["he", "half"], &["g"]).name("gelu_erf"))
+        .node(Node::new("MatMul", &["g", "w2"], &["k"]))
+        .node(
+            Node::new("Gelu", &["k"], &["y"])
+                .name("gelu_tanh")
+                .string("approximate", "tanh"),
+        )
         .output("y")
 }
 

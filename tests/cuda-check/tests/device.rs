@@ -225,6 +225,19 @@ fn silu_matches_cpu_target() {
     against_cpu(m, out.y, &x);
 }
 
+/// GELU from its Erf spelling and as ONNX's tanh `Gelu`.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with -- --ignored"]
+fn gelu_matches_cpu_target() {
+    use kiln_cuda_check::generated::gelu_cpu;
+    let m = small("gelu_cuda");
+    let x = input(m.inputs[0].len(), 5);
+    let model = gelu_cpu::Model::load(cpu_weights_path(m)).unwrap();
+    let mut ctx = gelu_cpu::Context::new();
+    let out = model.run(&mut ctx, gelu_cpu::Inputs { x: &x }).unwrap();
+    against_cpu(m, out.y, &x);
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with -- --ignored"]
 fn kitchen_sink_matches_cpu_target() {

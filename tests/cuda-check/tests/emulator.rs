@@ -111,6 +111,23 @@ fn silu_matches_cpu_target() {
     against_cpu(m, vec![out.y.to_vec()], &x);
 }
 
+/// GELU from its Erf spelling (five nodes rewritten to one step) and as ONNX's tanh `Gelu`.
+#[test]
+fn gelu_matches_cpu_target() {
+    use kiln_cuda_check::generated::gelu_cpu;
+    let m = small("gelu_cuda");
+    assert_eq!(
+        m.steps.iter().map(|(_, op)| *op).collect::<Vec<_>>(),
+        ["MatMul", "Gelu", "MatMul", "Gelu"],
+        "the Erf spelling rewritten to one Gelu step"
+    );
+    let x = input(m.inputs[0].len(), 5);
+    let model = gelu_cpu::Model::load(cpu_weights(m)).unwrap();
+    let mut ctx = gelu_cpu::Context::new();
+    let out = model.run(&mut ctx, gelu_cpu::Inputs { x: &x }).unwrap();
+    against_cpu(m, vec![out.y.to_vec()], &x);
+}
+
 #[test]
 fn kitchen_sink_matches_cpu_target() {
     use kiln_cuda_check::generated::kitchen_sink_cpu;

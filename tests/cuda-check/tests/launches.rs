@@ -145,7 +145,7 @@ fn zoo_launches() {
 
 #[test]
 fn small_model_launches() {
-    assert_eq!(SMALL.len(), 4);
+    assert_eq!(SMALL.len(), 5);
     for m in SMALL {
         check(m);
     }

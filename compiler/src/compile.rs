@@ -427,9 +427,7 @@ fn lower_choices(opts: &Options) -> lower::Choices {
         winograd: opts.winograd && opts.target == Target::Cpu,
         winograd_by_shape: !opts.over_ranges,
         packed_weights: opts.target == Target::Cpu,
-        // Whether images at once (which read ONNX's layout) apply depends on the
-        // sizes, so a build over ranges keeps that layout for every size.
-        packed_conv_weights: opts.target == Target::Cpu && !opts.over_ranges,
+        packed_conv_weights: opts.target == Target::Cpu,
         residual_adds: opts.target == Target::Cpu,
         max_pools: opts.target == Target::Cpu,
     }

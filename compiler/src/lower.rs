@@ -248,7 +248,7 @@ pub struct Choices {
     /// MatMuls by a constant matrix lower to [`Kernel::PackedMatMul`].
     pub packed_weights: bool,
     /// Convolutions on the blocked product with constant weights get them packed
-    /// ([`ConvWeights::Packed`]); a build at fixed sizes only.
+    /// ([`ConvWeights::Packed`]).
     pub packed_conv_weights: bool,
     /// A 1×1 convolution's `Add` of a same-shaped tensor fuses into it
     /// ([`Kernel::ResidualConv2d`], `passes::fuse_residual_adds`).

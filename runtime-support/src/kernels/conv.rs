@@ -12,8 +12,7 @@
 //!   of B made on the fly (`blocked.rs`): B is a pointwise layer's input as it lies
 //!   (1×1, unit stride, no padding: already the matrix `X[c_in/g, H*W]`), else its
 //!   windows unfolded (im2col), packed straight into the panels of our 6×16
-//!   micro-kernel (`packed.rs`), the weights read in place ([`conv2d`]) or packed at
-//!   compile time by blocks of output channels ([`conv2d_packed`]).
+//!   micro-kernel (`packed.rs`), the weights read in place.
 //!
 //! Bias, the residual and the fused activation follow each block's product on the
 //! columns it wrote, while they are still in cache. The packed product on panels

@@ -5,7 +5,7 @@
 //! [`vectorize!`] runs a block inside a function compiled for x86-64-v3 (AVX2 + FMA)
 //! when the CPU has it, through `pulp` (which faer already depends on and
 //! re-exports), so the loops in the block are vectorised eight lanes wide — with no
-//! `unsafe` (the one block here is [`prefetch`]'s hint).
+//! `unsafe` here.
 //!
 //! That only works if the block's code is inlined into pulp's target-feature
 //! function: the macro marks the closure `#[inline(always)]` (without it LLVM keeps a

@@ -86,10 +86,7 @@ enum Static {
     /// Within `atol + rtol·|static|`: the static build chose a kernel by its one shape
     /// that a build over ranges cannot (Winograd F(4×4, 3×3), whose weights hold for
     /// one variant, or Winograd for 32 to 63 input channels; the dynamic build runs
-    /// F(2×2) at every size, and those layers as direct or im2col), or packed a
-    /// layer's weights (`ConvWeights::Packed`: the last columns short of a vector sum
-    /// in another order), which a build over ranges does not, since whether images at
-    /// once apply depends on the sizes.
+    /// F(2×2) at every size, and those layers as direct or im2col).
     Within(f64, f64),
 }
 
@@ -144,14 +141,14 @@ fn same_as_static(name: &str, how: Static) {
 #[test]
 fn rec_width_matches_onnxruntime() {
     check("rec_width", 1e-6, 1e-3);
-    same_as_static("rec_width", Static::Within(1e-5, 1e-5));
+    same_as_static("rec_width", Static::Bits);
 }
 
 /// Two symbols at once: batch and width.
 #[test]
 fn rec_batch_width_matches_onnxruntime() {
     check("rec_batch_width", 1e-6, 1e-3);
-    same_as_static("rec_batch_width", Static::Within(1e-5, 1e-5));
+    same_as_static("rec_batch_width", Static::Bits);
 }
 
 /// Batches of 1 to 8 of a MobileNetV3 classifier (1 is not a sampled point: the code
@@ -159,14 +156,14 @@ fn rec_batch_width_matches_onnxruntime() {
 #[test]
 fn cls_batch_matches_onnxruntime() {
     check("cls_batch", 1e-6, 1e-3);
-    same_as_static("cls_batch", Static::Within(1e-5, 1e-5));
+    same_as_static("cls_batch", Static::Bits);
 }
 
 /// The model's own `DynamicDimension.0` batch.
 #[test]
 fn orientation_batch_matches_onnxruntime() {
     check("orientation_batch", 1e-6, 1e-3);
-    same_as_static("orientation_batch", Static::Within(1e-5, 1e-5));
+    same_as_static("orientation_batch", Static::Bits);
 }
 
 /// A BERT-style encoder (MiniLM, int8 weights) at sequence lengths 1 to 512 and
@@ -192,7 +189,7 @@ fn vad_sequence_matches_onnxruntime() {
 #[test]
 fn det_height_width_matches_onnxruntime() {
     check("det_height_width", 1e-6, 3e-3);
-    same_as_static("det_height_width", Static::Within(1e-5, 1e-5));
+    same_as_static("det_height_width", Static::Bits);
 }
 
 /// YOLOv8n at heights and widths from 64 to 640: its anchor grid (ConstantOfShape,

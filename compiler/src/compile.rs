@@ -427,7 +427,6 @@ fn lower_choices(opts: &Options) -> lower::Choices {
         winograd: opts.winograd && opts.target == Target::Cpu,
         winograd_by_shape: !opts.over_ranges,
         packed_weights: opts.target == Target::Cpu,
-        packed_conv_weights: opts.target == Target::Cpu,
         residual_adds: opts.target == Target::Cpu,
         max_pools: opts.target == Target::Cpu,
     }

@@ -58,7 +58,7 @@ fn candidates(step: &Step, buffers: &[Buffer]) -> Vec<usize> {
         Kernel::Lrn(p) if p.size <= LRN_INPLACE_MAX_SIZE => &[0],
         // Its residual (operand 2): the products accumulate onto it
         // (`conv2d_residual_inplace`, for the strategies every fused 1×1 layer takes).
-        Kernel::ResidualConv2d(p, _) if p.blocked_applies() => &[2],
+        Kernel::ResidualConv2d(p) if !p.is_depthwise() && !p.direct_applies() => &[2],
         Kernel::Binary(..) => &[0, 1],
         _ => &[],
     };
@@ -106,7 +106,7 @@ mod tests {
     use kiln_runtime::params;
 
     use super::*;
-    use crate::lower::{ConvWeights, broadcast_params};
+    use crate::lower::broadcast_params;
     use crate::plan::BufferId;
 
     fn buffer(len: usize) -> Buffer {
@@ -188,10 +188,7 @@ mod tests {
             activation: params::Activation::None,
         };
         let weights = Operand::Weight { offset: 0, len: 9 };
-        let fused = |p| {
-            let kernel = Kernel::ResidualConv2d(p, ConvWeights::Oihw);
-            step(kernel, vec![B0, weights, B1], 2)
-        };
+        let fused = |p| step(Kernel::ResidualConv2d(p), vec![B0, weights, B1], 2);
         let buffers_12 = vec![buffer(12), buffer(12), buffer(12)];
         assert_eq!(candidates(&fused(conv([1, 1])), &buffers_12), vec![2]);
         assert!(conv([3, 3]).direct_applies());

@@ -45,7 +45,7 @@ pub enum Operand {
 /// One kernel call with its parameters fixed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kernel {
-    Conv2d(params::Conv2d, ConvWeights),
+    Conv2d(params::Conv2d),
     /// A 3×3 stride-1 convolution as Winograd F(2×2, 3×3) or F(4×4, 3×3), its weights
     /// operand transformed at compile time for that variant
     /// (`kiln_runtime::kernels::winograd_weights`). CPU only: lowering chooses it
@@ -54,7 +54,7 @@ pub enum Kernel {
     /// A convolution with the `Add` after it fused in (`kiln_runtime::kernels::
     /// conv2d_residual`): operands X, W, the residual, then the bias if any. CPU only:
     /// the fusion pass runs where [`Choices::residual_adds`] allows.
-    ResidualConv2d(params::Conv2d, ConvWeights),
+    ResidualConv2d(params::Conv2d),
     /// A direct convolution with the `MaxPool` after it fused in (`kiln_runtime::
     /// kernels::conv2d_max_pool`): operands X, W, then the bias if any; the output is
     /// the pooled one. CPU only: the fusion pass runs where [`Choices::max_pools`]
@@ -225,18 +225,6 @@ pub struct Program {
     pub views: Vec<(String, BufferId)>,
 }
 
-/// How a convolution step's weights operand is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConvWeights {
-    /// As ONNX stores them (OIHW), for every strategy of `kiln_runtime::kernels::conv2d`.
-    Oihw,
-    /// Packed at compile time by blocks of output channels
-    /// (`kiln_runtime::kernels::pack_conv_weights`, `NODE:packed`), for a layer on the
-    /// blocked product (`kernels::conv2d_packed`). CPU only: lowering chooses it where
-    /// [`Choices::packed_conv_weights`] allows.
-    Packed,
-}
-
 /// Kernels lowering may choose that not every target has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choices {
@@ -247,9 +235,6 @@ pub struct Choices {
     pub winograd_by_shape: bool,
     /// MatMuls by a constant matrix lower to [`Kernel::PackedMatMul`].
     pub packed_weights: bool,
-    /// Convolutions on the blocked product with constant weights get them packed
-    /// ([`ConvWeights::Packed`]).
-    pub packed_conv_weights: bool,
     /// A 1×1 convolution's `Add` of a same-shaped tensor fuses into it
     /// ([`Kernel::ResidualConv2d`], `passes::fuse_residual_adds`).
     pub residual_adds: bool,

@@ -483,7 +483,7 @@ fn winograd_is_chosen_for_the_cpu_only() {
             .iter()
             .map(|s| match s.kernel {
                 Kernel::Winograd(..) => "winograd",
-                Kernel::Conv2d(..) => "conv2d",
+                Kernel::Conv2d(_) => "conv2d",
                 _ => "other",
             })
             .collect()

@@ -186,7 +186,7 @@ fn residual_adds_fuse_into_one_by_one_convolutions_on_the_cpu() {
             .steps
             .iter()
             .map(|s| match s.kernel {
-                Kernel::ResidualConv2d(..) => "Conv+residual".to_string(),
+                Kernel::ResidualConv2d(_) => "Conv+residual".to_string(),
                 _ => s.op_type.to_string(),
             })
             .collect()

@@ -383,13 +383,6 @@ impl Conv2d {
             && self.pads[3] == 0
     }
 
-    /// Whether the layer runs as a product over blocks (`kernels::blocked`), alone or
-    /// with images at once: neither depthwise nor direct. Its weights can then be
-    /// packed at compile time (`kernels::conv2d_packed`).
-    pub const fn blocked_applies(&self) -> bool {
-        !self.is_depthwise() && !self.direct_applies()
-    }
-
     /// True for depthwise convolution (one input and one output channel per group),
     /// which has a direct kernel.
     pub const fn is_depthwise(&self) -> bool {

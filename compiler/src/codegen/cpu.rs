@@ -10,7 +10,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::lower::TypedCall;
-use crate::lower::{ConvWeights, Kernel, Operand, Program, Step};
+use crate::lower::{Kernel, Operand, Program, Step};
 use crate::plan::MemoryPlan;
 use crate::tensor::DType;
 
@@ -323,11 +323,11 @@ impl<'a> Emitter<'a> {
         };
         let a = |i: usize| args.get(i).cloned().unwrap_or_else(|| quote!(&[]));
         let call = match &s.kernel {
-            Kernel::Conv2d(p, _) | Kernel::Winograd(p, _) | Kernel::ResidualConv2d(p, _) => {
+            Kernel::Conv2d(p) | Kernel::Winograd(p, _) | Kernel::ResidualConv2d(p) => {
                 let pt = tokens::conv2d(rt, p);
                 let (x, w) = (a(0), a(1));
                 // A residual is operand 2, and the bias after it.
-                let residual = matches!(s.kernel, Kernel::ResidualConv2d(..));
+                let residual = matches!(s.kernel, Kernel::ResidualConv2d(_));
                 let bias = optional_arg(s, &a, if residual { 3 } else { 2 });
                 let scratch = scratch_arg(s);
                 match s.kernel {
@@ -335,18 +335,9 @@ impl<'a> Emitter<'a> {
                         let v = tokens::winograd(rt, &v);
                         quote!(#rt::kernels::conv2d_winograd(&#pt, #v, #x, #w, #bias, out, #scratch);)
                     }
-                    Kernel::ResidualConv2d(_, ConvWeights::Oihw) => {
+                    Kernel::ResidualConv2d(_) => {
                         let r = a(2);
                         quote!(#rt::kernels::conv2d_residual(&#pt, #x, #w, #bias, #r, out, #scratch);)
-                    }
-                    Kernel::ResidualConv2d(_, ConvWeights::Packed) => {
-                        let r = a(2);
-                        let residual = quote!(#rt::kernels::Residual::Apart(#r));
-                        quote!(#rt::kernels::conv2d_packed(&#pt, #x, #w, #bias, #residual, out, #scratch);)
-                    }
-                    Kernel::Conv2d(_, ConvWeights::Packed) => {
-                        let residual = quote!(#rt::kernels::Residual::None);
-                        quote!(#rt::kernels::conv2d_packed(&#pt, #x, #w, #bias, #residual, out, #scratch);)
                     }
                     _ => quote!(#rt::kernels::conv2d(&#pt, #x, #w, #bias, out, #scratch);),
                 }
@@ -888,19 +879,11 @@ fn in_place_call(
             let pt = tokens::lrn(rt, p);
             quote!(#rt::kernels::lrn_inplace(&#pt, out);)
         }
-        (Kernel::ResidualConv2d(p, layout), 2) => {
+        (Kernel::ResidualConv2d(p), 2) => {
             let pt = tokens::conv2d(rt, p);
             let (x, w) = (a(0), a(1));
             let (bias, scratch) = (optional_arg(s, a, 3), scratch_arg(s));
-            match layout {
-                ConvWeights::Oihw => {
-                    quote!(#rt::kernels::conv2d_residual_inplace(&#pt, #x, #w, #bias, out, #scratch);)
-                }
-                ConvWeights::Packed => {
-                    let residual = quote!(#rt::kernels::Residual::InOutput);
-                    quote!(#rt::kernels::conv2d_packed(&#pt, #x, #w, #bias, #residual, out, #scratch);)
-                }
-            }
+            quote!(#rt::kernels::conv2d_residual_inplace(&#pt, #x, #w, #bias, out, #scratch);)
         }
         _ => {
             return Err(Error::Codegen(format!(
@@ -917,7 +900,7 @@ fn in_place_call(
 /// these programs.
 pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Program>) -> usize {
     let conv_scratch = |s: &Step| match &s.kernel {
-        Kernel::Conv2d(c, _) | Kernel::ResidualConv2d(c, _) => c.scratch_len() * 4,
+        Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => c.scratch_len() * 4,
         Kernel::Winograd(c, v) => c.winograd_scratch_len(*v) * 4,
         Kernel::Conv2dMaxPool(c, pool) => c.max_pool_scratch_len(pool) * 4,
         _ => 0,

@@ -22,7 +22,7 @@ use super::{
     runtime_tokens, step_comment, tokens, us,
 };
 use crate::error::Error;
-use crate::lower::{ConvWeights, Kernel, Operand, Program, Step};
+use crate::lower::{Kernel, Operand, Program, Step};
 use crate::plan::{BufferId, MemoryPlan};
 
 /// Kernels index tensors with `int`: no tensor may hold more elements.
@@ -404,15 +404,14 @@ impl Emitter<'_> {
                 (tokens, vec![value])
             };
         let (body, launches) = match &s.kernel {
-            Kernel::Conv2d(p, ConvWeights::Oihw) => single(
+            Kernel::Conv2d(p) => single(
                 Some((quote!(Conv2d), tokens::conv2d(rt, p))),
                 quote!(conv2d(&P)),
                 geometry::conv2d(p),
             ),
             Kernel::Winograd(..)
             | Kernel::PackedMatMul(_)
-            | Kernel::Conv2d(_, ConvWeights::Packed)
-            | Kernel::ResidualConv2d(..)
+            | Kernel::ResidualConv2d(_)
             | Kernel::Conv2dMaxPool(..) => {
                 return Err(Error::Codegen(format!(
                     "node `{}` ({}) was lowered to a CPU-only kernel (Winograd, packed \

@@ -13,7 +13,7 @@ use super::{Fact, FixedFact, InferCx, LowerCx, OpDef, Operator, R, Types};
 use crate::dim::Dim;
 use crate::impl_as_any;
 use crate::ir::{Activation, Window};
-use crate::lower::{ConvWeights, Kernel, Operand, Window2d, activation_param};
+use crate::lower::{Kernel, Window2d, activation_param};
 use crate::tensor::{DType, Tensor};
 use crate::window;
 
@@ -80,14 +80,12 @@ impl Operator for Conv {
         }
         if self.residual {
             // Operands: X, W, the residual, then the bias if there is one.
-            let (layout, w) = conv_weights(cx, &p)?;
-            let mut inputs = vec![cx.operand(0)?, w, cx.operand(3)?];
+            let mut inputs = vec![cx.operand(0)?, cx.operand(1)?, cx.operand(3)?];
             if cx.opt(2).is_some() {
                 inputs.push(cx.operand(2)?);
             }
             let out = cx.output(0)?;
-            let kernel = Kernel::ResidualConv2d(p, layout);
-            cx.step_with_scratch(kernel, inputs, out, p.scratch_len());
+            cx.step_with_scratch(Kernel::ResidualConv2d(p), inputs, out, p.scratch_len());
             return Ok(());
         }
         if let Some((v, u)) = winograd_weights(cx, &p) {
@@ -100,13 +98,9 @@ impl Operator for Conv {
             cx.step_with_scratch(Kernel::Winograd(p, v), inputs, out, scratch);
             return Ok(());
         }
-        let (layout, w) = conv_weights(cx, &p)?;
-        let mut inputs = vec![cx.operand(0)?, w];
-        if cx.opt(2).is_some() {
-            inputs.push(cx.operand(2)?);
-        }
+        let inputs = cx.operands()?;
         let out = cx.output(0)?;
-        cx.step_with_scratch(Kernel::Conv2d(p, layout), inputs, out, p.scratch_len());
+        cx.step_with_scratch(Kernel::Conv2d(p), inputs, out, p.scratch_len());
         Ok(())
     }
     impl_as_any!();
@@ -188,26 +182,6 @@ fn winograd_weights(
     let u = kiln_runtime::kernels::winograd_weights(v, p.c_out, p.c_in, &w);
     let dims = vec![v.products(), p.c_out, p.c_in];
     Some((v, cx.derived_weight("winograd", dims, u)))
-}
-
-/// The weights operand of a convolution step and its layout: packed
-/// (`NODE:packed`, [`ConvWeights::Packed`]) for a layer on the blocked product with
-/// constant weights, where the lowering's [`crate::lower::Choices`] allow and images
-/// at once (which reads them as ONNX lays them out) do not apply; else input 1 as it is.
-/// The original weights stay out of the blob unless another step reads them.
-fn conv_weights(cx: &mut LowerCx, p: &params::Conv2d) -> R<(ConvWeights, Operand)> {
-    let applies = cx.choices().packed_conv_weights
-        && p.blocked_applies()
-        && p.conv_images_at_once(params::CONV_MAX_BLOCK).is_none();
-    if applies && let Some(w) = cx.opt_constant(1) {
-        let packed = kiln_runtime::kernels::pack_conv_weights(p, &w.as_f32());
-        let dims = vec![p.c_out, packed.len() / p.c_out.max(1)];
-        return Ok((
-            ConvWeights::Packed,
-            cx.derived_weight("packed", dims, packed),
-        ));
-    }
-    Ok((ConvWeights::Oihw, cx.operand(1)?))
 }
 
 /// Whether the tuned NCHW float32 kernels take an input of `dtype` and `rank`: 2-D

@@ -19,10 +19,10 @@ use std::ops::Range;
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
-use super::depthwise::{load, store};
+use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
-use super::packed::{Lhs, MR, PANEL, panel_of, row_of};
+use super::packed::{MR, PANEL, panel_of, row_of};
 use super::window::Window;
 use crate::threads;
 
@@ -122,49 +122,6 @@ impl Operand<'_> {
     }
 }
 
-/// The left operand W (`m × k`): row-major, as ONNX stores a convolution's weights, or
-/// packed at compile time by [`pack_weights`] so that each block of [`MR`] rows is
-/// one stream (`[k][rows]`; the last block, of fewer rows, likewise).
-#[derive(Clone, Copy)]
-pub(crate) enum WeightRows<'a> {
-    RowMajor(&'a [f32]),
-    Packed(&'a [f32]),
-}
-
-impl<'a> WeightRows<'a> {
-    fn len(self) -> usize {
-        match self {
-            WeightRows::RowMajor(w) | WeightRows::Packed(w) => w.len(),
-        }
-    }
-
-    /// Rows `rows` of `k` columns; packed, `rows` starts a block.
-    fn rows(self, rows: Range<usize>, k: usize) -> Self {
-        match self {
-            WeightRows::RowMajor(w) => WeightRows::RowMajor(&w[rows.start * k..rows.end * k]),
-            WeightRows::Packed(w) => {
-                debug_assert!(rows.start.is_multiple_of(MR));
-                WeightRows::Packed(&w[rows.start * k..rows.end * k])
-            }
-        }
-    }
-}
-
-/// `w` (`m × k` row-major) packed for [`WeightRows::Packed`]: for each block of
-/// [`MR`] rows (the last may have fewer), its columns in turn, each the block's rows.
-/// The same length as `w`. Run by the compiler; the result goes into the weights blob.
-pub(crate) fn pack_weights(m: usize, k: usize, w: &[f32]) -> Vec<f32> {
-    assert_eq!(w.len(), m * k, "pack_weights: W");
-    let mut packed = Vec::with_capacity(w.len());
-    for first in (0..m).step_by(MR) {
-        let rows = MR.min(m - first);
-        for kk in 0..k {
-            packed.extend((first..first + rows).map(|r| w[r * k + kk]));
-        }
-    }
-    packed
-}
-
 /// The column blocks of `n` positions: as few as hold at most `most` each, equal and
 /// in whole panels but the last.
 fn blocks(n: usize, most: usize) -> impl Iterator<Item = Range<usize>> + Clone {
@@ -173,12 +130,12 @@ fn blocks(n: usize, most: usize) -> impl Iterator<Item = Range<usize>> + Clone {
     (0..count).map(move |i| (i * width).min(n)..((i + 1) * width).min(n))
 }
 
-/// `y = w · b` (`y += w · b` where `accumulate`): `w` is `m × k`, `b` is
+/// `y = w · b` (`y += w · b` where `accumulate`): `w` is `m × k` row-major, `b` is
 /// `k × n`, `y` is `m × n` with contiguous rows. `finish(rows, cols, out)` is the
 /// output stage of each finished block. Shared among the current run's threads, each
 /// element summed in the same order whatever their count.
 pub(crate) fn product(
-    w: WeightRows<'_>,
+    w: &[f32],
     b: Operand<'_>,
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
@@ -235,24 +192,18 @@ pub(crate) fn product(
         );
     } else {
         // Fewer blocks: each thread packs every block for itself and takes a band of
-        // rows, whole row blocks where that keeps the bands within an eighth of even,
-        // or where the weights are packed by row block (an element's sum is the same
-        // in any band).
+        // rows, whole row blocks where that keeps the bands within an eighth of even
+        // (an element's sum is the same in any band).
         let even = m.div_ceil(threads);
         let whole = even.next_multiple_of(MR);
-        let packed = matches!(w, WeightRows::Packed(_));
-        let band = if packed || (whole - even) * 8 <= m {
-            whole
-        } else {
-            even
-        };
+        let band = if (whole - even) * 8 <= m { whole } else { even };
         let bands = (0..m.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(m));
         threads::for_each_with_scratch(
             Split::new(y, true, bands),
             macs,
             scratch,
             |(rows, mut y), scratch| {
-                let w = w.rows(rows.clone(), k);
+                let w = &w[rows.start * k..rows.end * k];
                 for cols in blocks() {
                     block(
                         w,
@@ -278,7 +229,7 @@ pub(crate) fn product(
 /// pack it, then multiply every row block of W by it.
 #[allow(clippy::too_many_arguments)]
 fn block(
-    w: WeightRows<'_>,
+    w: &[f32],
     k: usize,
     b: Operand<'_>,
     cols: Range<usize>,
@@ -298,8 +249,8 @@ fn block(
             b,
             run: k0..(k0 + step).min(k),
             cols: cols.clone(),
-            w,
-            k_total: k,
+            a: &w[k0..],
+            lda: k,
             y: y.as_mut(),
             accumulate: accumulate || k0 > 0,
             scratch: &mut *scratch,
@@ -308,13 +259,13 @@ fn block(
 }
 
 /// One run of rows of B in one column block: packed, then multiplied by every row
-/// block of W (`k_total` columns; the run's are `run`).
+/// block of A (`a`, rows `lda` apart, from the run's first column).
 struct Run<'a> {
     b: Operand<'a>,
     run: Range<usize>,
     cols: Range<usize>,
-    w: WeightRows<'a>,
-    k_total: usize,
+    a: &'a [f32],
+    lda: usize,
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
     scratch: &'a mut [f32],
@@ -329,15 +280,15 @@ impl WithSimd for Run<'_> {
             b,
             run,
             cols,
-            w,
-            k_total,
+            a,
+            lda,
             y,
             accumulate,
             scratch,
         } = self;
         // Whole vectors of columns stay in panels; the rest (`tail`) are moved out
         // along `k`.
-        let (k, k0) = (run.len(), run.start);
+        let k = run.len();
         let tail = cols.len() % TAIL_ALIGN;
         let paneled = cols.len() - tail;
         let (panels, rest) = scratch.split_at_mut(cols.len().div_ceil(PANEL) * PANEL * k);
@@ -354,9 +305,8 @@ impl WithSimd for Run<'_> {
         }
         let blocks = RowBlocks {
             k,
-            k0,
-            k_total,
-            w,
+            a,
+            lda,
             panels: &panels[..paneled.div_ceil(PANEL) * PANEL * k],
             tail: tail_k,
             y,
@@ -450,13 +400,11 @@ fn im2col_panels(win: &Window, x: &[f32], cols: Range<usize>, out: &mut [f32]) {
     }
 }
 
-/// A packed run (`k` rows of B from row `k0`) against every row block of W (`k_total`
-/// columns): row blocks outermost.
+/// A packed run against every row block of A: row blocks outermost.
 struct RowBlocks<'a> {
     k: usize,
-    k0: usize,
-    k_total: usize,
-    w: WeightRows<'a>,
+    a: &'a [f32],
+    lda: usize,
     panels: &'a [f32],
     tail: &'a [f32],
     y: faer::MatMut<'a, f32>,
@@ -468,9 +416,8 @@ impl RowBlocks<'_> {
     fn rows<S: Simd, const V: usize>(self, s: S) {
         let RowBlocks {
             k,
-            k0,
-            k_total,
-            w,
+            a,
+            lda,
             panels,
             tail,
             mut y,
@@ -482,133 +429,20 @@ impl RowBlocks<'_> {
         let mut row = 0;
         while row < m {
             let block = (m - row).min(MR);
-            // This block's rows from column `k0`; packed, also how far on the next
-            // block's lie, which the first panel fetches ahead.
-            let (a, ahead) = match w {
-                WeightRows::RowMajor(w) => (&w[row * k_total + k0..], 0),
-                WeightRows::Packed(w) => {
-                    let next = if row + block < m { block * k_total } else { 0 };
-                    (&w[row * k_total + k0 * block..][..k * block], next)
-                }
-            };
+            let a = &a[row * lda..];
             for (p, panel) in panels.chunks_exact(PANEL * k).enumerate() {
                 let cols = p * PANEL..(p * PANEL + PANEL).min(paneled);
                 let y = y
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
-                let a = match w {
-                    WeightRows::RowMajor(_) => Lhs::Strided { a, lda: k_total },
-                    WeightRows::Packed(_) => Lhs::Packed {
-                        a,
-                        ahead: if p == 0 { ahead } else { 0 },
-                    },
-                };
-                panel_of::<S, V>(s, k, a, panel, y, accumulate);
+                panel_of::<S, V>(s, k, a, lda, panel, y, accumulate);
             }
             if t > 0 {
                 let y = y.as_mut().subrows_mut(row, block).subcols_mut(paneled, t);
-                match w {
-                    WeightRows::RowMajor(_) => {
-                        let streaming = paneled == 0;
-                        tail_rows(s, block, k, a, k_total, tail, y, accumulate, streaming);
-                    }
-                    WeightRows::Packed(_) => tail_packed(s, k, a, tail, y, accumulate),
-                }
+                tail_rows(s, block, k, a, lda, tail, y, accumulate, paneled == 0);
             }
             row += block;
-        }
-    }
-}
-
-/// The tail columns of one block of packed rows (`a`: `[k][rows]`, as
-/// [`pack_weights`] lays a block out): the block's rows are the lanes of one vector,
-/// so each step of `k` is one load of A and a multiply-add per tail column, `T × U`
-/// accumulators (`U` along `k`, to cover the multiply-add's latency where `T` is
-/// small), A read once in its one stream.
-#[inline(always)]
-fn tail_packed<S: Simd>(
-    s: S,
-    k: usize,
-    a: &[f32],
-    tail: &[f32],
-    y: faer::MatMut<'_, f32>,
-    accumulate: bool,
-) {
-    match tail.len() / k {
-        1 => tail_packed_by::<S, 1, 8>(s, k, a, tail, y, accumulate),
-        2 => tail_packed_by::<S, 2, 4>(s, k, a, tail, y, accumulate),
-        3 => tail_packed_by::<S, 3, 4>(s, k, a, tail, y, accumulate),
-        4 => tail_packed_by::<S, 4, 3>(s, k, a, tail, y, accumulate),
-        5 => tail_packed_by::<S, 5, 2>(s, k, a, tail, y, accumulate),
-        6 => tail_packed_by::<S, 6, 2>(s, k, a, tail, y, accumulate),
-        _ => tail_packed_by::<S, 7, 1>(s, k, a, tail, y, accumulate),
-    }
-}
-
-#[inline(always)]
-fn tail_packed_by<S: Simd, const T: usize, const U: usize>(
-    s: S,
-    k: usize,
-    a: &[f32],
-    tail: &[f32],
-    mut y: faer::MatMut<'_, f32>,
-    accumulate: bool,
-) {
-    let (rows, lanes) = (y.nrows(), S::F32_LANES);
-    assert!(
-        rows <= MR && a.len() == k * rows && tail.len() == T * k && y.ncols() == T,
-        "blocked product: packed tail out of bounds"
-    );
-    let cols: [&[f32]; T] = std::array::from_fn(|t| &tail[t * k..][..k]);
-    let mut sums = [[0.0f32; T]; MR];
-    if lanes < rows {
-        // Vectors narrower than a block (no AVX): one sum at a time.
-        for (r, sums) in sums[..rows].iter_mut().enumerate() {
-            for (sum, col) in sums.iter_mut().zip(cols) {
-                for (kk, &b) in col.iter().enumerate() {
-                    *sum += a[kk * rows + r] * b;
-                }
-            }
-        }
-    } else {
-        let mut acc = [[s.splat_f32s(0.0); T]; U];
-        // Column `kk` as the first `rows` lanes of a vector: a whole vector's load
-        // (the lanes past `rows` hold the next columns, and are never stored) where
-        // it ends inside `a`, a masked one for the last columns.
-        let whole = (a.len() + rows).saturating_sub(lanes) / rows;
-        let unrolled = whole / U * U;
-        for k0 in (0..unrolled).step_by(U) {
-            for (u, acc) in acc.iter_mut().enumerate() {
-                let column = load::<S>(&a[(k0 + u) * rows..][..lanes]);
-                for t in 0..T {
-                    let b = s.splat_f32s(cols[t][k0 + u]);
-                    acc[t] = s.mul_add_e_f32s(column, b, acc[t]);
-                }
-            }
-        }
-        for kk in unrolled..k {
-            let column = s.partial_load_f32s(&a[kk * rows..][..rows]);
-            for t in 0..T {
-                let b = s.splat_f32s(cols[t][kk]);
-                acc[0][t] = s.mul_add_e_f32s(column, b, acc[0][t]);
-            }
-        }
-        for t in 0..T {
-            let mut total = acc[0][t];
-            for acc in &acc[1..] {
-                total = s.add_f32s(total, acc[t]);
-            }
-            let mut lanes_of = [0.0f32; 16];
-            store::<S>(&mut lanes_of[..lanes], total);
-            for (r, sums) in sums[..rows].iter_mut().enumerate() {
-                sums[t] = lanes_of[r];
-            }
-        }
-    }
-    for (r, sums) in sums[..rows].iter().enumerate() {
-        for (o, &sum) in row_of(y.as_mut(), r).iter_mut().zip(sums) {
-            *o = if accumulate { *o + sum } else { sum };
         }
     }
 }

@@ -24,7 +24,7 @@
 
 use std::ops::Range;
 
-use super::blocked::{self, WeightRows};
+use super::blocked;
 use super::elementwise::{bias_activate, gather, residual_bias_activate};
 use super::gemm::{self, Operand};
 use super::simd::vectorize;
@@ -57,53 +57,7 @@ pub fn conv2d(
     y: &mut [f32],
     scratch: &mut [f32],
 ) {
-    conv(
-        p,
-        x,
-        WeightRows::RowMajor(w),
-        bias,
-        Residual::None,
-        y,
-        scratch,
-    );
-}
-
-/// [`conv2d`], [`conv2d_residual`] or [`conv2d_residual_inplace`] (by `residual`) with
-/// the weights packed at compile time by [`pack_conv_weights`], for a layer that runs
-/// as a product over blocks ([`Conv2d::blocked_applies`]), image by image: each block of
-/// output channels' weights is then one stream, read ahead of its use. ResNet-50's and
-/// MobileNets' 1×1 layers read weights that earlier layers pushed out of L2: 512→512
-/// at 8², one Zen 4 core, weights in L3 0.39 → 0.33 ms (0.30 in L2).
-#[allow(clippy::too_many_arguments)]
-pub fn conv2d_packed(
-    p: &Conv2d,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    residual: Residual<'_>,
-    y: &mut [f32],
-    scratch: &mut [f32],
-) {
-    assert!(
-        p.blocked_applies(),
-        "conv2d_packed: a layer of the blocked product, not {p:?}"
-    );
-    if let Residual::Apart(r) = residual {
-        assert_eq!(r.len(), y.len(), "conv2d_residual: residual");
-    }
-    conv(p, x, WeightRows::Packed(w), bias, residual, y, scratch);
-}
-
-/// `w` (OIHW) in the order [`conv2d_packed`] reads it: each group's `c_out / group × k`
-/// matrix packed by row blocks (`blocked::pack_weights`). The same length as `w`.
-pub fn pack_conv_weights(p: &Conv2d, w: &[f32]) -> Vec<f32> {
-    let k_len = p.c_in / p.group * p.kernel[0] * p.kernel[1];
-    let c_out_g = p.c_out / p.group;
-    assert_eq!(w.len(), p.c_out * k_len, "pack_conv_weights: W");
-    let groups = w.chunks_exact((c_out_g * k_len).max(1));
-    groups
-        .flat_map(|w| blocked::pack_weights(c_out_g, k_len, w))
-        .collect()
+    conv(p, x, w, bias, Residual::None, y, scratch);
 }
 
 /// [`conv2d`] with a residual `r` (shaped as `y`) added before the activation:
@@ -126,27 +80,11 @@ pub fn conv2d_residual(
             activation: Activation::None,
             ..*p
         };
-        conv(
-            &plain,
-            x,
-            WeightRows::RowMajor(w),
-            bias,
-            Residual::None,
-            y,
-            scratch,
-        );
+        conv(&plain, x, w, bias, Residual::None, y, scratch);
         let act = p.activation;
         return vectorize!({ residual_bias_activate(act, 0.0, residual, y) });
     }
-    conv(
-        p,
-        x,
-        WeightRows::RowMajor(w),
-        bias,
-        Residual::Apart(residual),
-        y,
-        scratch,
-    );
+    conv(p, x, w, bias, Residual::Apart(residual), y, scratch);
 }
 
 /// [`conv2d`] then a max pool `pool` over its output, in one pass: `y` is the pooled
@@ -212,20 +150,12 @@ pub fn conv2d_residual_inplace(
         !p.is_depthwise() && !p.direct_applies(),
         "conv2d_residual_inplace: a pointwise or im2col layer, not {p:?}"
     );
-    conv(
-        p,
-        x,
-        WeightRows::RowMajor(w),
-        bias,
-        Residual::InOutput,
-        y,
-        scratch,
-    );
+    conv(p, x, w, bias, Residual::InOutput, y, scratch);
 }
 
 /// Where a convolution's residual is, if it has one.
-#[derive(Clone, Copy, Debug)]
-pub enum Residual<'a> {
+#[derive(Clone, Copy)]
+enum Residual<'a> {
     None,
     /// A tensor of `y`'s shape apart from it.
     Apart(&'a [f32]),
@@ -264,7 +194,7 @@ fn check_operands(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) {
 fn conv(
     p: &Conv2d,
     x: &[f32],
-    w: WeightRows<'_>,
+    w: &[f32],
     bias: Option<&[f32]>,
     residual: Residual<'_>,
     y: &mut [f32],
@@ -279,10 +209,6 @@ fn conv(
     let residual = match residual {
         Residual::Apart(r) => Some(r),
         _ => None,
-    };
-    let (packed, w) = match w {
-        WeightRows::RowMajor(w) => (false, w),
-        WeightRows::Packed(w) => (true, w),
     };
     check_operands(p, x, w, bias);
     let (c_in_g, c_out_g) = (p.c_in / p.group, p.c_out / p.group);
@@ -309,7 +235,6 @@ fn conv(
     let images_len = p.images_at_once_scratch_len(wide);
     if let Some(images) = p.conv_images_at_once(wide)
         && scratch.len() >= images_len
-        && !packed
     {
         let scratch = &mut scratch[..images_len];
         return images_at_once(p, &win, images, x, w, bias, residual, accum, y, scratch);
@@ -354,11 +279,6 @@ fn conv(
                 blocked::Operand::Unfolded { win: &win, x: xg }
             };
             let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
-            let wg = if packed {
-                WeightRows::Packed(wg)
-            } else {
-                WeightRows::RowMajor(wg)
-            };
             blocked::product(wg, b, yg, accumulate, scratch, finish);
         }
     }

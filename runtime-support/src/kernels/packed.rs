@@ -154,25 +154,11 @@ impl Product<'_> {
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
-                let a = Lhs::Strided { a, lda };
-                panel_of::<S, V>(s, k, a, panel, y, accumulate);
+                panel_of::<S, V>(s, k, a, lda, panel, y, accumulate);
                 row += block;
             }
         }
     }
-}
-
-/// Where the micro-kernel reads a block of rows of A.
-#[derive(Clone, Copy)]
-pub(super) enum Lhs<'a> {
-    /// Rows `lda` apart, each from the first column multiplied.
-    Strided { a: &'a [f32], lda: usize },
-    /// The block's rows interleaved by column, `[k][rows]` (a convolution's weights
-    /// packed at compile time, `blocked::pack_lhs`), from the first column
-    /// multiplied: one sequential stream, which the prefetchers follow where six
-    /// rows are six short ones. `ahead` floats on from `a` lies the same column of
-    /// the next block, fetched into cache as this one is read (0: none).
-    Packed { a: &'a [f32], ahead: usize },
 }
 
 /// `y` (at most [`MR`] rows, the panel's columns) from one panel: [`block_of`] for its
@@ -182,37 +168,40 @@ pub(super) enum Lhs<'a> {
 pub(super) fn panel_of<S: Simd, const V: usize>(
     s: S,
     k: usize,
-    a: Lhs<'_>,
+    a: &[f32],
+    lda: usize,
     panel: &[f32],
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
 ) {
     let rows = y.nrows();
     if y.ncols() <= S::F32_LANES {
-        rows_of::<S, 1>(s, rows, k, a, panel, y, accumulate);
+        rows_of::<S, 1>(s, rows, k, a, lda, panel, y, accumulate);
     } else {
-        rows_of::<S, V>(s, rows, k, a, panel, y, accumulate);
+        rows_of::<S, V>(s, rows, k, a, lda, panel, y, accumulate);
     }
 }
 
 /// [`block_of`] for a block of `rows` (at most [`MR`]) rows.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn rows_of<S: Simd, const V: usize>(
     s: S,
     rows: usize,
     k: usize,
-    a: Lhs<'_>,
+    a: &[f32],
+    lda: usize,
     panel: &[f32],
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
 ) {
     match rows {
-        6 => block_of::<S, V, 6>(s, k, a, panel, y, accumulate),
-        5 => block_of::<S, V, 5>(s, k, a, panel, y, accumulate),
-        4 => block_of::<S, V, 4>(s, k, a, panel, y, accumulate),
-        3 => block_of::<S, V, 3>(s, k, a, panel, y, accumulate),
-        2 => block_of::<S, V, 2>(s, k, a, panel, y, accumulate),
-        _ => block_of::<S, V, 1>(s, k, a, panel, y, accumulate),
+        6 => block_of::<S, V, 6>(s, k, a, lda, panel, y, accumulate),
+        5 => block_of::<S, V, 5>(s, k, a, lda, panel, y, accumulate),
+        4 => block_of::<S, V, 4>(s, k, a, lda, panel, y, accumulate),
+        3 => block_of::<S, V, 3>(s, k, a, lda, panel, y, accumulate),
+        2 => block_of::<S, V, 2>(s, k, a, lda, panel, y, accumulate),
+        _ => block_of::<S, V, 1>(s, k, a, lda, panel, y, accumulate),
     }
 }
 
@@ -222,7 +211,8 @@ fn rows_of<S: Simd, const V: usize>(
 fn block_of<S: Simd, const V: usize, const R: usize>(
     s: S,
     k: usize,
-    a: Lhs<'_>,
+    a: &[f32],
+    lda: usize,
     panel: &[f32],
     mut y: faer::MatMut<'_, f32>,
     accumulate: bool,
@@ -230,12 +220,8 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
     let lanes = S::F32_LANES;
     // Every read below is in bounds once these hold: rows `0..R` of A reach column
     // `k − 1`, and the panel holds `k` rows of `PANEL`.
-    let a_fits = match a {
-        Lhs::Strided { a, lda } => a.len() >= (R - 1) * lda + k,
-        Lhs::Packed { a, .. } => a.len() >= k * R,
-    };
     assert!(
-        a_fits && panel.len() == k * PANEL && y.nrows() == R,
+        a.len() >= (R - 1) * lda + k && panel.len() == k * PANEL && y.nrows() == R,
         "packed product: block out of bounds"
     );
     let cols = y.ncols();
@@ -251,24 +237,20 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
             }
         }
     }
-    // One loop per layout, each with its own element access (a `match` inside the
-    // loop cost a fifth of its speed).
-    match a {
-        Lhs::Strided { a, lda } => {
-            let mut rows: [&[f32]; R] = [&[]; R];
-            for (r, row) in rows.iter_mut().enumerate() {
-                *row = &a[r * lda..][..k];
+    let mut rows: [&[f32]; R] = [&[]; R];
+    for (r, row) in rows.iter_mut().enumerate() {
+        *row = &a[r * lda..][..k];
+    }
+    for (kk, b_row) in panel.chunks_exact(PANEL).enumerate() {
+        let mut b = [s.splat_f32s(0.0); V];
+        for (v, b) in b.iter_mut().enumerate() {
+            *b = load::<S>(&b_row[v * lanes..][..lanes]);
+        }
+        for r in 0..R {
+            let x = s.splat_f32s(rows[r][kk]);
+            for v in 0..V {
+                acc[r][v] = s.mul_add_e_f32s(x, b[v], acc[r][v]);
             }
-            k_loop::<S, V, R>(s, panel, &mut acc, |r, kk| rows[r][kk], |_| ());
-        }
-        Lhs::Packed { a, ahead: 0 } => {
-            let a = &a[..k * R];
-            k_loop::<S, V, R>(s, panel, &mut acc, |r, kk| a[kk * R + r], |_| ());
-        }
-        Lhs::Packed { a, ahead } => {
-            let a = &a[..k * R];
-            let fetch = |kk: usize| super::simd::prefetch(a.as_ptr().wrapping_add(ahead + kk * R));
-            k_loop::<S, V, R>(s, panel, &mut acc, |r, kk| a[kk * R + r], fetch);
         }
     }
     for (r, acc) in acc.iter().enumerate() {
@@ -280,32 +262,6 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
         } else {
             for (v, acc) in acc.iter().enumerate() {
                 s.partial_store_f32s(&mut out[lanes_of(v)], *acc);
-            }
-        }
-    }
-}
-
-/// The multiply-adds of a block over all of `k`: at each step `kk`, `before(kk)`, then
-/// element `x(r, kk)` of each of A's `R` rows times the panel's row `kk`.
-#[inline(always)]
-fn k_loop<S: Simd, const V: usize, const R: usize>(
-    s: S,
-    panel: &[f32],
-    acc: &mut [[S::f32s; V]; R],
-    x: impl Fn(usize, usize) -> f32,
-    before: impl Fn(usize),
-) {
-    let lanes = S::F32_LANES;
-    for (kk, b_row) in panel.chunks_exact(PANEL).enumerate() {
-        let mut b = [s.splat_f32s(0.0); V];
-        for (v, b) in b.iter_mut().enumerate() {
-            *b = load::<S>(&b_row[v * lanes..][..lanes]);
-        }
-        before(kk);
-        for r in 0..R {
-            let x = s.splat_f32s(x(r, kk));
-            for v in 0..V {
-                acc[r][v] = s.mul_add_e_f32s(x, b[v], acc[r][v]);
             }
         }
     }

@@ -358,20 +358,6 @@ pub(crate) fn erf(x: f32) -> f32 {
     x * p / q
 }
 
-/// Asks the CPU to bring the cache line holding `p` into L1: a hint, for a stream the
-/// hardware prefetchers would follow late; any address may be given.
-#[inline(always)]
-pub(crate) fn prefetch(p: *const f32) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has; a prefetch reads
-    // nothing into the program and never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Sum of `x` with eight independent partial sums, so it vectorises (the order of
 /// additions differs from a left-to-right sum by rounding only).
 #[inline(always)]

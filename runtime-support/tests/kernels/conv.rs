@@ -1,6 +1,5 @@
 use kiln_runtime::kernels::{
-    Residual, conv2d, conv2d_max_pool, conv2d_packed, conv2d_residual, conv2d_residual_inplace,
-    pack_conv_weights, pool2d,
+    conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace, pool2d,
 };
 use kiln_runtime::params::{Activation, Conv2d, Pool2d, PoolKind};
 
@@ -84,8 +83,7 @@ pub(crate) fn conv_ref(p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -
     y
 }
 
-/// Runs `conv2d` and the reference on random data, with and without bias; and
-/// `conv2d_packed` over the packed weights where the layer is on the blocked product.
+/// Runs `conv2d` and the reference on random data, with and without bias.
 fn check(p: Conv2d, seed: u64) {
     let mut rng = Rng::new(seed);
     let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
@@ -97,42 +95,7 @@ fn check(p: Conv2d, seed: u64) {
         conv2d(&p, &x, &w, bias, &mut y, &mut scratch);
         let want = conv_ref(&p, &x, &w, bias);
         assert_close(&y, &want, TOL, &format!("{p:?} bias {}", bias.is_some()));
-        if p.blocked_applies() {
-            let packed = pack_conv_weights(&p, &w);
-            let mut y = vec![f32::NAN; y.len()];
-            conv2d_packed(&p, &x, &packed, bias, Residual::None, &mut y, &mut scratch);
-            let what = format!("{p:?} packed, bias {}", bias.is_some());
-            assert_close(&y, &want, TOL, &what);
-        }
     }
-}
-
-/// Packing keeps every weight and its length: each block of six output channels
-/// (the last of fewer) as columns of six, group by group.
-#[test]
-fn packed_weights_layout() {
-    // Two groups of 8 output channels, 2 input channels × 1 tap each.
-    let p = params(1, 4, [3, 3], 16, [1, 1], [1, 1], [1, 1], [0; 4], 2);
-    let w: Vec<f32> = (0..32).map(|i| i as f32).collect();
-    let packed = pack_conv_weights(&p, &w);
-    // Group 0: rows 0..6 as [k][6], then rows 6..8 as [k][2]; group 1 likewise.
-    let block = |first: usize, rows: usize| -> Vec<f32> {
-        (0..2)
-            .flat_map(|k| (first..first + rows).map(move |r| (r * 2 + k) as f32))
-            .collect()
-    };
-    let want = [block(0, 6), block(6, 2), block(8, 6), block(14, 2)].concat();
-    assert_eq!(packed, want);
-}
-
-#[test]
-#[should_panic(expected = "conv2d_packed: a layer of the blocked product")]
-fn packed_refuses_the_direct_kernel() {
-    let p = params(1, 3, [9, 9], 8, [3, 3], [1, 1], [1, 1], [1; 4], 1);
-    let (x, w) = (vec![0.0; 243], vec![0.0; 216]);
-    let mut y = vec![0.0; 8 * 81];
-    let mut scratch = vec![0.0; p.scratch_len()];
-    conv2d_packed(&p, &x, &w, None, Residual::None, &mut y, &mut scratch);
 }
 
 #[test]
@@ -706,16 +669,6 @@ fn residual() {
                 conv2d_residual_inplace(&p, &x, &w, bias, &mut y, &mut scratch);
                 let what = format!("{p:?} in place, bias {}", bias.is_some());
                 assert_close(&y, &want, TOL, &what);
-                // Both again over packed weights.
-                let packed = pack_conv_weights(&p, &w);
-                let mut y = vec![f32::NAN; r.len()];
-                let apart = Residual::Apart(&r);
-                conv2d_packed(&p, &x, &packed, bias, apart, &mut y, &mut scratch);
-                assert_close(&y, &want, TOL, &format!("{what}, packed"));
-                let mut y = r.clone();
-                let in_output = Residual::InOutput;
-                conv2d_packed(&p, &x, &packed, bias, in_output, &mut y, &mut scratch);
-                assert_close(&y, &want, TOL, &format!("{what}, packed in place"));
             }
         }
     }

@@ -6,8 +6,8 @@
 
 use kiln_runtime::Threads;
 use kiln_runtime::kernels::{
-    Residual, conv2d, conv2d_max_pool, conv2d_packed, conv2d_residual, gemm, matmul_packed, pack_b,
-    pack_conv_weights, pool2d, softmax, softmax_inplace, unary, unary_inplace,
+    conv2d, conv2d_max_pool, conv2d_residual, gemm, matmul_packed, pack_b, pool2d, softmax,
+    softmax_inplace, unary, unary_inplace,
 };
 use kiln_runtime::params::{
     Activation, Conv2d, Gemm, PackedMatMul, Pool2d, PoolKind, Softmax, Unary,
@@ -20,24 +20,10 @@ use crate::reference::{Rng, activation_ref, assert_bits_eq, assert_close};
 /// f32 sums of a few thousand terms against an f64 reference, relative.
 const TOL: f32 = 1e-4;
 
-/// `conv2d`, or `conv2d_packed` over `w` packed where `packed`, on `threads`.
-fn run_conv(
-    p: &Conv2d,
-    x: &[f32],
-    w: &[f32],
-    bias: &[f32],
-    threads: &Threads,
-    packed: bool,
-) -> Vec<f32> {
+fn run_conv(p: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], threads: &Threads) -> Vec<f32> {
     let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
     let mut scratch = vec![f32::NAN; p.scratch_len()];
-    if packed {
-        let w = pack_conv_weights(p, w);
-        let r = Residual::None;
-        threads.install(|| conv2d_packed(p, x, &w, Some(bias), r, &mut y, &mut scratch));
-    } else {
-        threads.install(|| conv2d(p, x, w, Some(bias), &mut y, &mut scratch));
-    }
+    threads.install(|| conv2d(p, x, w, Some(bias), &mut y, &mut scratch));
     y
 }
 
@@ -98,24 +84,17 @@ fn conv2d_blocks_and_products_on_several_threads() {
         let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
         let w = rng.vec(p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1]);
         let bias = rng.vec(p.c_out);
-        let want: Vec<f32> = conv_ref(&p, &x, &w, Some(&bias))
-            .into_iter()
-            .map(|v| activation_ref(p.activation, v))
-            .collect();
-        // Over packed weights too, where the layer is on the blocked product (bands
-        // of rows then in whole blocks of the packing).
-        for packed in [false, true]
-            .into_iter()
-            .filter(|&k| !k || p.blocked_applies())
-        {
-            let one = run_conv(&p, &x, &w, &bias, &Threads::default(), packed);
-            for n in [2, 3] {
-                let threads = Threads::new(n, p.scratch_len() * 4).unwrap();
-                let got = run_conv(&p, &x, &w, &bias, &threads, packed);
-                let what = format!("{p:?} on {n} threads, packed {packed}");
-                assert_close(&got, &want, TOL, &what);
-                assert_bits_eq(&got, &one, &what);
-            }
+        let one = run_conv(&p, &x, &w, &bias, &Threads::default());
+        for n in [2, 3] {
+            let threads = Threads::new(n, p.scratch_len() * 4).unwrap();
+            let got = run_conv(&p, &x, &w, &bias, &threads);
+            let want: Vec<f32> = conv_ref(&p, &x, &w, Some(&bias))
+                .into_iter()
+                .map(|v| activation_ref(p.activation, v))
+                .collect();
+            let what = format!("{p:?} on {n} threads");
+            assert_close(&got, &want, TOL, &what);
+            assert_bits_eq(&got, &one, &what);
         }
     }
 }
@@ -231,10 +210,10 @@ fn conv2d_falls_back_to_one_thread_when_workers_lack_scratch() {
     let mut rng = Rng::new(7);
     let (x, w, bias) = (rng.vec(8 * 400), rng.vec(8 * 8 * 9), rng.vec(8));
     let threads = Threads::new(2, p.scratch_len() * 4 - 4).unwrap();
-    let got = run_conv(&p, &x, &w, &bias, &threads, false);
+    let got = run_conv(&p, &x, &w, &bias, &threads);
     assert_bits_eq(
         &got,
-        &run_conv(&p, &x, &w, &bias, &Threads::default(), false),
+        &run_conv(&p, &x, &w, &bias, &Threads::default()),
         "fallback",
     );
 }

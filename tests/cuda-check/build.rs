@@ -1,5 +1,5 @@
 //! Compiles, for the CUDA target, the nine zoo models (`testdata/<model>/random.onnx`,
-//! made by `scripts/make_testdata.py`) and three small models built in memory (from
+//! made by `scripts/make_testdata.py`) and five small models built in memory (from
 //! `compiler/tests/common`: the tiny classifier and the "kitchen sink" that uses most
 //! operators; two Gemms cuBLAS can take; and SiLU standalone and fused into a
 //! convolution; GELU as exporters spell it with Erf and as ONNX's tanh `Gelu`; these

@@ -1174,6 +1174,85 @@ fn gru_bidirectional_and_linear_before_reset() {
     close(&yh, GRU_REV_LBR_YH, 1e-12);
 }
 
+/// float32 runs the default GRU cell over whole gate vectors, with `W·x` of up to 32
+/// steps in one product: over 70 steps, in both layouts, both `linear_before_reset`
+/// forms, with and without biases and initial states, it must give what the `f64`
+/// path (one dot product per gate and step, checked against onnx's reference above)
+/// gives.
+#[test]
+fn gru_float32_long_sequences_match_f64() {
+    let (seq, batch, input, hidden) = (70, 2, 5, 4);
+    let x = sines(seq * batch * input, 0.37, 0.1, 1.0);
+    let w = sines(2 * 3 * hidden * input, 0.91, 0.2, 0.5);
+    let r = sines(2 * 3 * hidden * hidden, 0.53, 0.3, 0.5);
+    let b = sines(2 * 6 * hidden, 0.71, 0.4, 0.3);
+    let init = sines(2 * batch * hidden, 0.29, 0.5, 0.5);
+    for (layout, linear_before_reset, with_b) in
+        [(0, false, true), (1, true, true), (0, true, false)]
+    {
+        let p = Gru {
+            seq_len: seq,
+            batch,
+            input_size: input,
+            hidden,
+            direction: RnnDirection::Bidirectional,
+            layout,
+            activations: [
+                RnnActivation::Sigmoid,
+                RnnActivation::Tanh,
+                RnnActivation::Sigmoid,
+                RnnActivation::Tanh,
+            ],
+            has_clip: false,
+            clip: 0.0,
+            linear_before_reset,
+        };
+        let (b, init) = if with_b {
+            (&b[..], &init[..])
+        } else {
+            (&[][..], &[][..])
+        };
+        // In f64 on the inputs rounded to f32.
+        let t = |v: &[f64]| widen(&narrow::<f32>(v));
+        let (mut y64, mut yh64) = (
+            vec![0.0; seq * 2 * batch * hidden],
+            vec![0.0; 2 * batch * hidden],
+        );
+        let mut scratch = vec![f64::NAN; p.scratch_len()];
+        gru(
+            &p,
+            &t(&x),
+            &t(&w),
+            &t(&r),
+            &t(b),
+            &t(init),
+            &mut y64,
+            &mut yh64,
+            &mut scratch,
+        );
+        // Then in float32.
+        let n = narrow::<f32>;
+        let (mut y, mut yh) = (
+            vec![0.0f32; seq * 2 * batch * hidden],
+            vec![0.0f32; 2 * batch * hidden],
+        );
+        let mut scratch = vec![f32::NAN; p.scratch_len()];
+        gru(
+            &p,
+            &n(&x),
+            &n(&w),
+            &n(&r),
+            &n(b),
+            &n(init),
+            &mut y,
+            &mut yh,
+            &mut scratch,
+        );
+        close(&widen(&y), &y64, 1e-5);
+        close(&widen(&yh), &yh64, 1e-5);
+    }
+}
+
 #[test]
 fn rnn_batch_major_with_bias() {
     let (_, xb) = rnn_x();

@@ -343,6 +343,52 @@ fn cell_f32(gates: &mut [f32], b: &[f32], c: &mut [f32], h: &mut [f32], input_fo
     }
 }
 
+/// One GRU cell step in float32 with the default activations and no clip, over whole
+/// gate vectors (vectorised σ and tanh): `gates` holds `W·x` for `z, r, h` and is
+/// overwritten; `r` is the direction's `R` (`3·hidden × hidden`), `b` its `Wb, Rb`
+/// (empty: none), `h` the previous state, `rh` room for `R·h`, `rs` for `r ⊙ h`.
+#[allow(clippy::too_many_arguments)]
+fn gru_cell_f32(
+    gates: &mut [f32],
+    r: &[f32],
+    b: &[f32],
+    h: &[f32],
+    rh: &mut [f32],
+    rs: &mut [f32],
+    out: &mut [f32],
+    linear_before_reset: bool,
+) {
+    let n = h.len();
+    let bias = |at: usize| if b.is_empty() { 0.0 } else { b[at] };
+    let (r_zr, r_h) = r.split_at(2 * n * n);
+    let (rh_zr, rh_h) = rh.split_at_mut(2 * n);
+    gemm::matvec(r_zr, h, rh_zr, false);
+    let (zr, candidate) = gates.split_at_mut(2 * n);
+    for (j, (g, rh)) in zr.iter_mut().zip(&*rh_zr).enumerate() {
+        *g += rh + bias(j) + bias(3 * n + j);
+    }
+    unary_inplace(Unary::Sigmoid, zr);
+    let (z, reset) = zr.split_at(n);
+    if linear_before_reset {
+        gemm::matvec(r_h, h, rh_h, false);
+        for (j, g) in candidate.iter_mut().enumerate() {
+            *g += bias(2 * n + j) + reset[j] * (rh_h[j] + bias(5 * n + j));
+        }
+    } else {
+        for ((rs, reset), h) in rs.iter_mut().zip(reset).zip(h) {
+            *rs = reset * h;
+        }
+        gemm::matvec(r_h, rs, rh_h, false);
+        for (j, g) in candidate.iter_mut().enumerate() {
+            *g += rh_h[j] + bias(5 * n + j) + bias(2 * n + j);
+        }
+    }
+    unary_inplace(Unary::Tanh, candidate);
+    for (j, out) in out.iter_mut().enumerate() {
+        *out = (1.0 - z[j]) * candidate[j] + z[j] * h[j];
+    }
+}
+
 /// `x` clipped to `[-clip, clip]` when `clip` is given.
 #[inline]
 fn clip(x: f64, clip: Option<f64>) -> f64 {
@@ -369,21 +415,26 @@ pub struct Lstm {
     pub input_forget: bool,
 }
 
-/// Steps of an LSTM whose input products float32 computes in one product (the
+/// Steps of an LSTM or GRU whose input products float32 computes in one product (the
 /// scratch holds their gates).
-const LSTM_STEPS_AT_ONCE: usize = 32;
+const STEPS_AT_ONCE: usize = 32;
+
+/// The steps whose input products the scratch holds at once.
+const fn steps_at_once(seq_len: usize) -> usize {
+    if seq_len < STEPS_AT_ONCE {
+        seq_len
+    } else {
+        STEPS_AT_ONCE
+    }
+}
 
 impl Lstm {
     /// Elements of `T` the `scratch` argument of [`lstm`] holds: the states, and the
-    /// four gates of every batch row over [`LSTM_STEPS_AT_ONCE`] steps (float32
-    /// computes `W·x` for those steps in one product, reading `W` once instead of
-    /// once a step, then adds `R·h` a step at a time).
+    /// four gates of every batch row over [`STEPS_AT_ONCE`] steps (float32 computes
+    /// `W·x` for those steps in one product, reading `W` once instead of once a step,
+    /// then adds `R·h` a step at a time).
     pub const fn scratch_len(&self) -> usize {
-        let steps = if self.seq_len < LSTM_STEPS_AT_ONCE {
-            self.seq_len
-        } else {
-            LSTM_STEPS_AT_ONCE
-        };
+        let steps = steps_at_once(self.seq_len);
         3 * self.batch * self.hidden + steps * self.batch * 4 * self.hidden
     }
 
@@ -590,9 +641,12 @@ pub struct Gru {
 }
 
 impl Gru {
-    /// Elements of `T` the `scratch` argument of [`gru`] holds.
+    /// Elements of `T` the `scratch` argument of [`gru`] holds: the states and the
+    /// reset gate, the three gates' `W·x` of every batch row over [`STEPS_AT_ONCE`]
+    /// steps, and one row's `R·h` (float32, as for [`lstm`]).
     pub const fn scratch_len(&self) -> usize {
-        3 * self.batch * self.hidden
+        let steps = steps_at_once(self.seq_len);
+        3 * self.batch * self.hidden + (steps * self.batch + 1) * 3 * self.hidden
     }
 
     fn geometry(&self) -> Geometry {
@@ -635,7 +689,9 @@ pub fn gru<T: Elem>(
     );
     // A build over declared ranges lends the scratch its largest size: use a prefix.
     assert!(scratch.len() >= p.scratch_len(), "gru: scratch");
-    let scratch = &mut scratch[..p.scratch_len()];
+    let (scratch, rest) = scratch[..p.scratch_len()].split_at_mut(3 * g.batch * h);
+    let (gates, recurrent) = rest.split_at_mut(rest.len() - 3 * h);
+    let steps_at_once = gates.len() / (g.batch * 3 * h).max(1);
     let limit = p.has_clip.then_some(p.clip as f64);
     for d in 0..g.dirs {
         let w = &w[d * 3 * h * input..][..3 * h * input];
@@ -646,6 +702,11 @@ pub fn gru<T: Elem>(
             &b[d * 6 * h..][..6 * h]
         };
         let [fa, ga] = [0, 1].map(|k| p.activations[2 * d + k]);
+        // The usual cell (σ, tanh; no clip) in f32: `gru_cell_f32`.
+        let default_cell =
+            (fa, ga) == (RnnActivation::Sigmoid, RnnActivation::Tanh) && limit.is_none();
+        // The chunk of `steps_at_once` steps whose input products `gates` holds.
+        let mut chunk_held = None;
         let xw = |k: usize, j: usize, xr: &[T]| dot(xr, &w[(k * h + j) * input..][..input]);
         let rr = |k: usize, j: usize| &r[(k * h + j) * h..][..h];
         // Input-side and recurrent-side biases of gate `k`.
@@ -666,7 +727,34 @@ pub fn gru<T: Elem>(
             true,
             y,
             [&mut *y_h, &mut []],
-            |_, xr, hr, out, _, rs| {
+            |[t, bi], xr, hr, out, _, rs| {
+                let f32s = (
+                    as_f32(x),
+                    as_f32(w),
+                    as_f32(r),
+                    as_f32_mut(&mut *gates),
+                    as_f32_mut(&mut *recurrent),
+                );
+                if let (Some(x), Some(w), Some(r), Some(gates32), Some(rh)) = f32s
+                    && default_cell
+                {
+                    let chunk = t / steps_at_once;
+                    if chunk_held != Some(chunk) {
+                        let steps =
+                            chunk * steps_at_once..((chunk + 1) * steps_at_once).min(g.seq_len);
+                        input_products(&g, x, w, steps, gates32);
+                        chunk_held = Some(chunk);
+                    }
+                    let row = (t % steps_at_once * g.batch + bi) * 3 * h;
+                    let (Some(hr), Some(rs), Some(out)) =
+                        (as_f32(hr), as_f32_mut(rs), as_f32_mut(out))
+                    else {
+                        unreachable!("T is f32")
+                    };
+                    let gates = &mut gates32[row..][..3 * h];
+                    let b = as_f32(b).unwrap_or(&[]);
+                    return gru_cell_f32(gates, r, b, hr, rh, rs, out, p.linear_before_reset);
+                }
                 // The reset gate of every unit first: the default candidate reads
                 // `r ⊙ H₋` whole. Kept in `T` (like the state) between the passes.
                 for (j, rs) in rs.iter_mut().enumerate() {

@@ -8,6 +8,8 @@
 #                          tests, tests/kernels/threads.rs: conv and GEMM on 2-3 threads)
 #   kernels/depthwise.rs   unchecked loads of the copied input rows (tests/kernels/conv.rs:
 #                          depthwise strides 1-3, dilations, pads, narrow and wide rows)
+#   kernels/simd.rs        `_mm_prefetch` of the next row block's weights in the blocked
+#                          product (tests/kernels/conv.rs: convolutions of one column block)
 # not reachable here: cuda/device_cudarc.rs (driver launches, cuBLAS, graph capture:
 # they need a GPU; its `is_culib_present` checks only dlopen) and cuda/nvrtc.rs (a
 # foreign library ASan cannot see into; under ASan libnvrtc fails to dlopen its

@@ -38,6 +38,20 @@ pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
     pulp::Arch::new().dispatch(f)
 }
 
+/// Asks the CPU to bring the cache line holding `p` into cache: a hint, for a stream
+/// the hardware prefetchers would follow late; any address may be given.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has; a prefetch reads
+    // nothing into the program and never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Constants of Cephes' `expf`, shared by [`exp`] and [`exp_vector`].
 mod expf {
     pub const LOG2E: f32 = std::f32::consts::LOG2_E;

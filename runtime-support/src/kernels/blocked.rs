@@ -61,6 +61,18 @@ const fn block_cols(k: usize, taps: usize) -> usize {
     cols / PANEL * PANEL
 }
 
+/// The most columns in one block of a product of `n` columns: all of them where they
+/// fit in one block of [`BLOCK_COLS_MAX`], so that W is read once a run (a 14×14
+/// plane's 196 positions in one block, not two: W comes from L3 in a model, read once
+/// instead of twice), else [`block_cols`].
+const fn block_width(k: usize, taps: usize, n: usize) -> usize {
+    if n <= BLOCK_COLS_MAX {
+        BLOCK_COLS_MAX
+    } else {
+        block_cols(k, taps)
+    }
+}
+
 /// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
 /// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
 const TAIL_ALIGN: usize = PANEL / 2;
@@ -83,7 +95,7 @@ const fn run_rows(k: usize, taps: usize) -> usize {
 /// columns needs: one packed run of a block, its panels and its last columns along `k`.
 pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
     let cols = n.next_multiple_of(PANEL);
-    let most = block_cols(k, taps);
+    let most = block_width(k, taps, n);
     let cols = if cols < most { cols } else { most };
     run_rows(k, taps) * (cols + TAIL_ALIGN)
 }
@@ -166,7 +178,7 @@ pub(crate) fn product(
     }
     let threads = threads::current();
     let macs = m * n * k;
-    let most = block_cols(k, taps);
+    let most = block_width(k, taps, n);
     let blocks = || blocks(n, most);
     let count = blocks().count();
     if count >= 4 * threads {

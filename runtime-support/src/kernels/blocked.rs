@@ -5,9 +5,10 @@
 //! Blocks: columns (output positions) in blocks of at most 128 to 256 (as many as
 //! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]; a plane of at most 256
 //! positions is one block, [`block_width`]), and within a block, rows of B in runs of
-//! at most [`BLOCK_K`] (whole input channels, all their taps): one run of one block packed into the packed product's panels (at most
-//! 528 KiB, in L2), then every block of [`MR`] weight rows against each of its panels,
-//! the rows' run of W staying in L1 while the panels stream from L2. Each block's
+//! at most [`BLOCK_K`] (whole input channels, all their taps): one run of one block
+//! packed into the packed product's panels (at most 528 KiB, in L2), then every block
+//! of [`MR`] weight rows against each of its panels, the rows' run of W staying in L1
+//! while the panels stream from L2. Each block's
 //! output stage runs once its last run is summed, while the block is in cache. Where
 //! there is one block, W is read once a run (from L3, in a model), and each row
 //! block fetches the next one's rows ahead ([`fetch_share`]).

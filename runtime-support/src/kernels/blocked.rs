@@ -97,10 +97,16 @@ const fn run_rows(k: usize, taps: usize) -> usize {
 
 /// Scratch floats the product of `k` rows of B (`taps` to an input channel) and `n`
 /// columns needs: one packed run of a block, its panels and its last columns along `k`.
+/// Enough for any product of at most `n` columns (a build over ranges plans it at the
+/// largest `n` and runs the smaller ones in it), so as wide as [`BLOCK_COLS_MAX`] once
+/// `n` is: a smaller plane may be one block of up to that many ([`block_width`]).
 pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
     let cols = n.next_multiple_of(PANEL);
-    let most = block_width(k, taps, n);
-    let cols = if cols < most { cols } else { most };
+    let cols = if cols < BLOCK_COLS_MAX {
+        cols
+    } else {
+        BLOCK_COLS_MAX
+    };
     run_rows(k, taps) * (cols + TAIL_ALIGN)
 }
 

@@ -1212,45 +1212,27 @@ fn gru_float32_long_sequences_match_f64() {
         } else {
             (&[][..], &[][..])
         };
-        // In f64 on the inputs rounded to f32.
-        let t = |v: &[f64]| widen(&narrow::<f32>(v));
-        let (mut y64, mut yh64) = (
-            vec![0.0; seq * 2 * batch * hidden],
-            vec![0.0; 2 * batch * hidden],
-        );
-        let mut scratch = vec![f64::NAN; p.scratch_len()];
-        gru(
-            &p,
-            &t(&x),
-            &t(&w),
-            &t(&r),
-            &t(b),
-            &t(init),
-            &mut y64,
-            &mut yh64,
-            &mut scratch,
-        );
-        // Then in float32.
-        let n = narrow::<f32>;
-        let (mut y, mut yh) = (
-            vec![0.0f32; seq * 2 * batch * hidden],
-            vec![0.0f32; 2 * batch * hidden],
-        );
-        let mut scratch = vec![f32::NAN; p.scratch_len()];
-        gru(
-            &p,
-            &n(&x),
-            &n(&w),
-            &n(&r),
-            &n(b),
-            &n(init),
-            &mut y,
-            &mut yh,
-            &mut scratch,
-        );
+        // In f64 on the inputs rounded to f32, then in float32.
+        let (y64, yh64) = run_gru(&p, [&x, &w, &r, b, init], |v| widen(&narrow::<f32>(v)));
+        let (y, yh) = run_gru(&p, [&x, &w, &r, b, init], narrow::<f32>);
         close(&widen(&y), &y64, 1e-5);
         close(&widen(&yh), &yh64, 1e-5);
     }
+}
+
+/// `Y` and `Y_h` of a bidirectional GRU over `[X, W, R, B, initial_h]`, each made a
+/// `T` by `to`.
+fn run_gru<T: Elem>(
+    p: &Gru,
+    inputs: [&[f64]; 5],
+    to: impl Fn(&[f64]) -> Vec<T>,
+) -> (Vec<T>, Vec<T>) {
+    let [x, w, r, b, init] = inputs.map(to);
+    let state = 2 * p.batch * p.hidden; // both directions
+    let (mut y, mut yh) = (vec![T::zero(); p.seq_len * state], vec![T::zero(); state]);
+    let mut scratch = vec![T::from_f64(f64::NAN); p.scratch_len()];
+    gru(p, &x, &w, &r, &b, &init, &mut y, &mut yh, &mut scratch);
+    (y, yh)
 }
 
 #[test]

@@ -536,8 +536,7 @@ pub fn lstm<T: Elem>(
                 pp[k * h + j].to_f64()
             }
         };
-        // The chunk of `steps_at_once` steps whose input products `gates` holds.
-        let mut chunk_held = None;
+        let mut held = HeldInputs::new(steps_at_once);
         g.run(
             d,
             p.direction.reversed(d),
@@ -552,15 +551,7 @@ pub fn lstm<T: Elem>(
                 let f32s = (as_f32(x), as_f32(w), as_f32(r), as_f32_mut(&mut *gates));
                 let gates: &[T] = match f32s {
                     (Some(x), Some(w), Some(r), Some(gates32)) => {
-                        let chunk = t / steps_at_once;
-                        if chunk_held != Some(chunk) {
-                            let steps =
-                                chunk * steps_at_once..((chunk + 1) * steps_at_once).min(g.seq_len);
-                            input_products(&g, x, w, steps, gates32);
-                            chunk_held = Some(chunk);
-                        }
-                        let row = (t % steps_at_once * g.batch + bi) * 4 * h;
-                        let gates32 = &mut gates32[row..][..4 * h];
+                        let gates32 = held.row(&g, x, w, gates32, [t, bi], 4 * h);
                         gemm::matvec(r, bytemuck::cast_slice(hr), gates32, true);
                         if default_cell {
                             let (c, out) = (as_f32_mut(c), as_f32_mut(out));
@@ -595,6 +586,44 @@ pub fn lstm<T: Elem>(
                 }
             },
         );
+    }
+}
+
+/// The input products (`W·x`) a float32 LSTM or GRU holds in its scratch: those of
+/// `steps_at_once` steps, made when a step outside them is asked for.
+struct HeldInputs {
+    steps_at_once: usize,
+    /// The chunk of `steps_at_once` steps held.
+    chunk: Option<usize>,
+}
+
+impl HeldInputs {
+    fn new(steps_at_once: usize) -> Self {
+        HeldInputs {
+            steps_at_once,
+            chunk: None,
+        }
+    }
+
+    /// The products (`len`: every gate's) of batch row `b` at step `t`, within `held`
+    /// (`[step][batch][len]`), made for the chunk holding `t` first if not yet.
+    fn row<'a>(
+        &mut self,
+        g: &Geometry,
+        x: &[f32],
+        w: &[f32],
+        held: &'a mut [f32],
+        [t, b]: [usize; 2],
+        len: usize,
+    ) -> &'a mut [f32] {
+        let at_once = self.steps_at_once;
+        let chunk = t / at_once;
+        if self.chunk != Some(chunk) {
+            let steps = chunk * at_once..((chunk + 1) * at_once).min(g.seq_len);
+            input_products(g, x, w, steps, held);
+            self.chunk = Some(chunk);
+        }
+        &mut held[(t % at_once * g.batch + b) * len..][..len]
     }
 }
 
@@ -705,8 +734,7 @@ pub fn gru<T: Elem>(
         // The usual cell (σ, tanh; no clip) in f32: `gru_cell_f32`.
         let default_cell =
             (fa, ga) == (RnnActivation::Sigmoid, RnnActivation::Tanh) && limit.is_none();
-        // The chunk of `steps_at_once` steps whose input products `gates` holds.
-        let mut chunk_held = None;
+        let mut held = HeldInputs::new(steps_at_once);
         let xw = |k: usize, j: usize, xr: &[T]| dot(xr, &w[(k * h + j) * input..][..input]);
         let rr = |k: usize, j: usize| &r[(k * h + j) * h..][..h];
         // Input-side and recurrent-side biases of gate `k`.
@@ -738,20 +766,12 @@ pub fn gru<T: Elem>(
                 if let (Some(x), Some(w), Some(r), Some(gates32), Some(rh)) = f32s
                     && default_cell
                 {
-                    let chunk = t / steps_at_once;
-                    if chunk_held != Some(chunk) {
-                        let steps =
-                            chunk * steps_at_once..((chunk + 1) * steps_at_once).min(g.seq_len);
-                        input_products(&g, x, w, steps, gates32);
-                        chunk_held = Some(chunk);
-                    }
-                    let row = (t % steps_at_once * g.batch + bi) * 3 * h;
+                    let gates = held.row(&g, x, w, gates32, [t, bi], 3 * h);
                     let (Some(hr), Some(rs), Some(out)) =
                         (as_f32(hr), as_f32_mut(rs), as_f32_mut(out))
                     else {
                         unreachable!("T is f32")
                     };
-                    let gates = &mut gates32[row..][..3 * h];
                     let b = as_f32(b).unwrap_or(&[]);
                     return gru_cell_f32(gates, r, b, hr, rh, rs, out, p.linear_before_reset);
                 }

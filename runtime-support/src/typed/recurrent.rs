@@ -1,9 +1,10 @@
 //! Recurrent layers over the float element types: ONNX LSTM, GRU and RNN.
 //!
 //! Arithmetic is `f64` within a step, but for float32 the dot products with `W` and
-//! `R` (nearly all the work) sum in `f32`, vectorised, as onnxruntime's do (an LSTM
-//! computes `W·x` of up to 32 steps in one product: `x` does not depend on the state,
-//! and a per-step product would read `W` once a step). The recurrent state (`H`, and
+//! `R` (nearly all the work) sum in `f32`, vectorised, as onnxruntime's do (an LSTM or
+//! GRU computes `W·x` of up to 32 steps in one product: `x` does not depend on the
+//! state, and a per-step product would read `W` once a step), and their default cells
+//! run in `f32` over whole gate vectors. The recurrent state (`H`, and
 //! `C` for LSTM) is kept in `T` between steps, in a caller-provided scratch slice
 //! (nothing allocates): `Params::scratch_len()` elements, which the compiler plans in
 //! the arena like any other tensor. The directions run one after the other and share
@@ -628,7 +629,7 @@ impl HeldInputs {
 }
 
 /// `W·x` of every batch row at `steps`, into `gates` (`[step - steps.start][batch]
-/// [4·hidden]`): one product per batch row over the steps (its rows of `X` are
+/// [gates·hidden]`): one product per batch row over the steps (its rows of `X` are
 /// evenly spaced in either layout).
 fn input_products(g: &Geometry, x: &[f32], w: &[f32], steps: Range<usize>, gates: &mut [f32]) {
     let (rows, cols) = (steps.len(), w.len() / g.input.max(1));

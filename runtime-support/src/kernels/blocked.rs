@@ -3,15 +3,14 @@
 //! (im2col), never made whole. W (`c_out × k`) is read in place.
 //!
 //! Blocks: columns (output positions) in blocks of at most 128 to 256 (as many as
-//! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]; a plane of at most 256
-//! positions is one block, [`block_width`]), and within a block, rows of B in runs of
-//! at most [`BLOCK_K`] (whole input channels, all their taps): one run of one block
-//! packed into the packed product's panels (at most 528 KiB, in L2), then every block
-//! of [`MR`] weight rows against each of its panels, the rows' run of W staying in L1
-//! while the panels stream from L2. Each block's output stage runs once its last run
-//! is summed, while the block is in cache. Where there is one block, W is read once a
-//! run (from L3, in a model), and each row block fetches the next one's rows ahead
-//! ([`fetch_share`]).
+//! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]), and within a block, rows
+//! of B in runs of at most [`BLOCK_K`] (whole input channels, all their taps): one run
+//! of one block packed into the packed product's panels (at most 272 KiB, in L2), then
+//! every block of [`MR`] weight rows against each of its panels, the rows' run of W
+//! staying in L1 while the panels stream from L2. Each block's output stage runs once
+//! its last run is summed, while the block is in cache. Where there is one block, W is
+//! read once a run (from L3, in a model), and each row block fetches the next one's
+//! rows ahead ([`fetch_share`]).
 //!
 //! A block's last columns short of a vector (7×7's 49th, 14×14's last 4) are not a
 //! padded panel, which multiplies zeros for the rest of its lanes (one column cost
@@ -65,18 +64,6 @@ const fn block_cols(k: usize, taps: usize) -> usize {
     cols / PANEL * PANEL
 }
 
-/// The most columns in one block of a product of `n` columns: all of them where they
-/// fit in one block of [`BLOCK_COLS_MAX`], so that W is read once a run (a 14×14
-/// plane's 196 positions in one block, not two: W comes from L3 in a model, read once
-/// instead of twice), else [`block_cols`].
-const fn block_width(k: usize, taps: usize, n: usize) -> usize {
-    if n <= BLOCK_COLS_MAX {
-        BLOCK_COLS_MAX
-    } else {
-        block_cols(k, taps)
-    }
-}
-
 /// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
 /// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
 const TAIL_ALIGN: usize = PANEL / 2;
@@ -97,16 +84,10 @@ const fn run_rows(k: usize, taps: usize) -> usize {
 
 /// Scratch floats the product of `k` rows of B (`taps` to an input channel) and `n`
 /// columns needs: one packed run of a block, its panels and its last columns along `k`.
-/// Enough for any product of at most `n` columns (a build over ranges plans it at the
-/// largest `n` and runs the smaller ones in it), so as wide as [`BLOCK_COLS_MAX`] once
-/// `n` is: a smaller plane may be one block of up to that many ([`block_width`]).
 pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
     let cols = n.next_multiple_of(PANEL);
-    let cols = if cols < BLOCK_COLS_MAX {
-        cols
-    } else {
-        BLOCK_COLS_MAX
-    };
+    let most = block_cols(k, taps);
+    let cols = if cols < most { cols } else { most };
     run_rows(k, taps) * (cols + TAIL_ALIGN)
 }
 
@@ -188,7 +169,7 @@ pub(crate) fn product(
     }
     let threads = threads::current();
     let macs = m * n * k;
-    let most = block_width(k, taps, n);
+    let most = block_cols(k, taps);
     let blocks = || blocks(n, most);
     let count = blocks().count();
     if count >= 4 * threads {

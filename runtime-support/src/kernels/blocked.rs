@@ -25,7 +25,7 @@ use faer::traits::pulp::{self, Simd, WithSimd};
 use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
-use super::packed::{MR, PANEL, panel_of, row_of};
+use super::packed::{MR, PANEL, panel_of, row_block, row_of};
 use super::simd;
 use super::window::Window;
 use crate::threads;
@@ -445,8 +445,8 @@ impl RowBlocks<'_> {
         let shares = panels.len() / (PANEL * k);
         let mut row = 0;
         while row < m {
-            let block = (m - row).min(MR);
-            let next = (m - row - block).min(MR);
+            let block = row_block(m - row);
+            let next = row_block(m - row - block);
             let a = &a[row * lda..];
             for (p, panel) in panels.chunks_exact(PANEL * k).enumerate() {
                 if ahead && next > 0 {

@@ -31,11 +31,11 @@ pub const PANEL: usize = 16;
 pub(super) const MR: usize = 6;
 
 /// Rows in the next block of `rest` rows: [`MR`], or `MR − 1` where enough rows are
-/// left for blocks of `MR − 1` and `MR` to cover them with no smaller block (blocks
-/// of two or three rows are slow). A block of two rows has four
-/// accumulators, fewer than the eight that two FMA pipes of four cycles' latency keep
-/// busy, and runs at half speed: 32 rows go as 5+5+5+5+6+6, not 6·5+2 (16→32 at 112²,
-/// one core: 0.188 → 0.183 ms). A row's sums do not depend on its block.
+/// left for blocks of `MR − 1` and `MR` to cover them with no smaller block. A block
+/// of two rows has four accumulators, fewer than the eight that two FMA pipes of four
+/// cycles' latency keep busy, and runs at half speed: 32 rows go as 5+5+5+5+6+6, not
+/// 6·5+2 (16→32 at 112², one core: 0.188 → 0.183 ms). A row's sums do not depend on
+/// its block.
 pub(super) const fn row_block(rest: usize) -> usize {
     let fives = (MR - rest % MR) % MR;
     if fives > 0 && rest >= (MR - 1) * fives {

@@ -1002,18 +1002,29 @@ fn lstm_bidirectional_batch_major() {
     close(&widen(&yc), LSTM_BI_YC, 1e-6);
 }
 
+/// `(seq, batch, input, hidden)` of the long-sequence float32 checks below.
+const LONG: (usize, usize, usize, usize) = (70, 2, 5, 4);
+
+/// `[X, W, R, B, initial state]` of a bidirectional layer of `gates` gates at [`LONG`].
+fn long_inputs(gates: usize) -> [Vec<f64>; 5] {
+    let (seq, batch, input, hidden) = LONG;
+    [
+        sines(seq * batch * input, 0.37, 0.1, 1.0),
+        sines(2 * gates * hidden * input, 0.91, 0.2, 0.5),
+        sines(2 * gates * hidden * hidden, 0.53, 0.3, 0.5),
+        sines(2 * 2 * gates * hidden, 0.71, 0.4, 0.3),
+        sines(2 * batch * hidden, 0.29, 0.5, 0.5),
+    ]
+}
+
 /// float32 computes `W·x` of up to 32 steps in one product: over 70 steps (three
 /// chunks, the last one short; the reverse direction meets them last to first), in
 /// both layouts, with biases and initial states, it must give what the `f64` path
 /// (one dot product per gate and step, checked against onnx's reference above) gives.
 #[test]
 fn lstm_float32_long_sequences_match_f64() {
-    let (seq, batch, input, hidden) = (70, 2, 5, 4);
-    let x = sines(seq * batch * input, 0.37, 0.1, 1.0);
-    let w = sines(2 * 4 * hidden * input, 0.91, 0.2, 0.5);
-    let r = sines(2 * 4 * hidden * hidden, 0.53, 0.3, 0.5);
-    let b = sines(2 * 8 * hidden, 0.71, 0.4, 0.3);
-    let init = sines(2 * batch * hidden, 0.29, 0.5, 0.5);
+    let (seq, batch, input, hidden) = LONG;
+    let [x, w, r, b, init] = long_inputs(4);
     for layout in [0, 1] {
         let p = Lstm {
             seq_len: seq,
@@ -1181,12 +1192,8 @@ fn gru_bidirectional_and_linear_before_reset() {
 /// gives.
 #[test]
 fn gru_float32_long_sequences_match_f64() {
-    let (seq, batch, input, hidden) = (70, 2, 5, 4);
-    let x = sines(seq * batch * input, 0.37, 0.1, 1.0);
-    let w = sines(2 * 3 * hidden * input, 0.91, 0.2, 0.5);
-    let r = sines(2 * 3 * hidden * hidden, 0.53, 0.3, 0.5);
-    let b = sines(2 * 6 * hidden, 0.71, 0.4, 0.3);
-    let init = sines(2 * batch * hidden, 0.29, 0.5, 0.5);
+    let (seq, batch, input, hidden) = LONG;
+    let [x, w, r, b, init] = long_inputs(3);
     for (layout, linear_before_reset, with_b) in
         [(0, false, true), (1, true, true), (0, true, false)]
     {

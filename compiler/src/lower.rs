@@ -83,6 +83,20 @@ pub enum Kernel {
     Typed(TypedCall),
 }
 
+impl Kernel {
+    /// Scratch elements the kernel cannot run without, where it takes more when lent
+    /// more (a convolution's images at once or single block, Winograd's bands): what
+    /// a build over ranges, which lends every point the scratch planned at the largest,
+    /// must hold. `None` where the planned scratch is all needed.
+    pub fn least_scratch_len(&self) -> Option<usize> {
+        match self {
+            Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => Some(c.least_scratch_len()),
+            Kernel::Winograd(c, v) => Some(c.winograd_least_scratch_len(*v)),
+            _ => None,
+        }
+    }
+}
+
 /// A call `kiln_runtime::typed::FUNC::<TYPES>(&PARAMS, inputs.., out)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TypedCall {

@@ -447,18 +447,23 @@ impl Conv2d {
     /// ([`Self::conv_images_at_once`]); for a depthwise layer, its ring of interleaved
     /// input rows, one output row and the block's weights and biases
     /// ([`Self::depthwise_rows`]).
+    /// Where a plane of at most 256 positions has a product of more than one column
+    /// block, room to take it as one ([`Self::one_block_scratch_len`]).
     /// The compiler plans it in the arena as a tensor living for one step.
     pub const fn scratch_len(&self) -> usize {
         let least = self.least_scratch_len();
         let images = self.images_at_once_scratch_len(CONV_MAX_BLOCK);
-        if images > least { images } else { least }
+        let one_block = self.one_block_scratch_len();
+        let most = if images > least { images } else { least };
+        if one_block > most { one_block } else { most }
     }
 
     /// The part of [`Self::scratch_len`] the kernel cannot run without: all of it
-    /// but the images-at-once part ([`Self::images_at_once_scratch_len`]). The kernel
-    /// checks its scratch against this, and takes images at once only where the
-    /// scratch holds that too (a build over ranges lends the scratch planned at the
-    /// largest sizes, which need not take images at once).
+    /// but the images-at-once and one-block parts ([`Self::images_at_once_scratch_len`],
+    /// [`Self::one_block_scratch_len`]). The kernel checks its scratch against this,
+    /// and takes images at once or one block only where the scratch holds that too (a
+    /// build over ranges lends the scratch planned at the largest sizes, which need do
+    /// neither: this part has to grow with the shape, and those do not).
     pub const fn least_scratch_len(&self) -> usize {
         if self.direct_applies() {
             // Packed weights and biases, then one thread's ring of every input
@@ -478,6 +483,18 @@ impl Conv2d {
         let taps = self.kernel[0] * self.kernel[1];
         let k_len = (self.c_in / self.group) * taps;
         crate::kernels::blocked_scratch_len(k_len, taps, self.h_out * self.w_out)
+    }
+
+    /// Scratch for one image's product over all its output positions at once, where
+    /// they are at most 256 (W read once a run; `kernels::blocked`), else
+    /// [`Self::least_scratch_len`]; 0 for the direct and depthwise kernels.
+    pub const fn one_block_scratch_len(&self) -> usize {
+        if self.direct_applies() || self.is_depthwise() {
+            return 0;
+        }
+        let taps = self.kernel[0] * self.kernel[1];
+        let k_len = (self.c_in / self.group) * taps;
+        crate::kernels::blocked_one_block_scratch_len(k_len, taps, self.h_out * self.w_out)
     }
 
     /// Scratch for [`Self::conv_images_at_once`] at `block` positions a block: the

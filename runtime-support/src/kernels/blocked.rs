@@ -3,8 +3,10 @@
 //! (im2col), never made whole. W (`c_out × k`) is read in place.
 //!
 //! Blocks: columns (output positions) in blocks of at most 128 to 256 (as many as
-//! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]), and within a block, rows
-//! of B in runs of at most [`BLOCK_K`] (whole input channels, all their taps): one run
+//! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]; a plane of at most 256
+//! positions in one block where the scratch holds it, [`one_block_scratch_len`]), and
+//! within a block, rows of B in runs of at most [`BLOCK_K`] (whole input channels,
+//! all their taps): one run
 //! of one block packed into the packed product's panels (at most 272 KiB, in L2), then
 //! every block of [`MR`] weight rows against each of its panels, the rows' run of W
 //! staying in L1 while the panels stream from L2. Each block's output stage runs once
@@ -91,6 +93,22 @@ pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
     run_rows(k, taps) * (cols + TAIL_ALIGN)
 }
 
+/// Scratch floats that let a product of at most [`BLOCK_COLS_MAX`] columns run as one
+/// block however large `k` (a 14×14 plane's 196 positions, two blocks at
+/// [`block_cols`] once `k` > 128, each reading all of W): W is then read once a run,
+/// from L3 in a model, its rows fetched ahead ([`fetch_share`]). [`scratch_len`] where
+/// that is no more. The product takes one block only where its scratch holds this
+/// much: the least need ([`scratch_len`]) has to grow with `n` (a build over ranges
+/// lends a smaller plane the scratch planned at the largest), and this does not.
+pub(crate) const fn one_block_scratch_len(k: usize, taps: usize, n: usize) -> usize {
+    let least = scratch_len(k, taps, n);
+    if n > BLOCK_COLS_MAX {
+        return least;
+    }
+    let one = run_rows(k, taps) * (n.next_multiple_of(PANEL) + TAIL_ALIGN);
+    if one > least { one } else { least }
+}
+
 /// The right operand B, made a block at a time.
 #[derive(Clone, Copy)]
 pub(crate) enum Operand<'a> {
@@ -169,7 +187,11 @@ pub(crate) fn product(
     }
     let threads = threads::current();
     let macs = m * n * k;
-    let most = block_cols(k, taps);
+    let most = if n <= BLOCK_COLS_MAX && scratch.len() >= one_block_scratch_len(k, taps, n) {
+        BLOCK_COLS_MAX
+    } else {
+        block_cols(k, taps)
+    };
     let blocks = || blocks(n, most);
     let count = blocks().count();
     if count >= 4 * threads {

@@ -239,7 +239,14 @@ fn conv(
         let scratch = &mut scratch[..images_len];
         return images_at_once(p, &win, images, x, w, bias, residual, accum, y, scratch);
     }
-    let scratch = &mut scratch[..needed];
+    // One block where the scratch holds it (a build over ranges may lend less).
+    let one_block = p.one_block_scratch_len();
+    let lent = if scratch.len() >= one_block {
+        one_block
+    } else {
+        needed
+    };
+    let scratch = &mut scratch[..lent];
     for img in 0..p.n {
         let x = &x[img * p.c_in * plane_in..][..p.c_in * plane_in];
         let y = &mut y[img * p.c_out * plane_out..][..p.c_out * plane_out];

@@ -40,7 +40,9 @@ mod window;
 mod winograd;
 
 pub use affine::{channel_affine, channel_affine_inplace};
-pub(crate) use blocked::scratch_len as blocked_scratch_len;
+pub(crate) use blocked::{
+    one_block_scratch_len as blocked_one_block_scratch_len, scratch_len as blocked_scratch_len,
+};
 pub use conv::{conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace};
 pub use conv_transpose::conv_transpose_rows;
 pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};

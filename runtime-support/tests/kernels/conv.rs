@@ -709,6 +709,34 @@ fn rejects_wrong_scratch() {
     );
 }
 
+/// A plane of at most 256 positions whose product `k` would split into two column
+/// blocks runs as one where the scratch holds it, and as two given only the least
+/// scratch (as a build over ranges may lend it): a 14×14 pointwise layer past 128
+/// input channels, the same with its input channels in two packed runs, and a 3×2
+/// window over 100 channels (600 rows of unfolded windows, two runs). A larger plane
+/// plans no more than its least.
+#[test]
+fn one_block_where_the_scratch_holds_it() {
+    let cases = [
+        params(1, 200, [14, 14], 20, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 600, [14, 14], 9, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 100, [13, 15], 7, [3, 2], [1, 1], [1, 1], [1; 4], 1),
+    ];
+    for (i, p) in cases.into_iter().enumerate() {
+        assert!(p.scratch_len() > p.least_scratch_len(), "{p:?}");
+        check(p, 60 + i as u64);
+        let mut rng = Rng::new(70 + i as u64);
+        let x = rng.vec(p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.c_in * p.kernel[0] * p.kernel[1]);
+        let mut y = vec![f32::NAN; p.c_out * p.h_out * p.w_out];
+        let mut scratch = vec![f32::NAN; p.least_scratch_len()];
+        conv2d(&p, &x, &w, None, &mut y, &mut scratch);
+        assert_close(&y, &conv_ref(&p, &x, &w, None), TOL, "two blocks");
+    }
+    let large = params(1, 200, [17, 16], 20, [1, 1], [1, 1], [1, 1], [0; 4], 1);
+    assert_eq!(large.scratch_len(), large.least_scratch_len());
+}
+
 /// Outputs wide enough for several blocks of positions, with blocks starting and
 /// ending inside output rows.
 #[test]

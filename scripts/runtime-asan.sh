@@ -10,6 +10,8 @@
 #                          depthwise strides 1-3, dilations, pads, narrow and wide rows)
 #   kernels/simd.rs        `_mm_prefetch` of the next row block's weights in the blocked
 #                          product (tests/kernels/conv.rs: convolutions of one column block)
+#   pages.rs               `madvise(MADV_HUGEPAGE)` on a buffer before its first write
+#                          (its unit tests; every arena of 2 MiB or more)
 # not reachable here: cuda/device_cudarc.rs (driver launches, cuBLAS, graph capture:
 # they need a GPU; its `is_culib_present` checks only dlopen) and cuda/nvrtc.rs (a
 # foreign library ASan cannot see into; under ASan libnvrtc fails to dlopen its

@@ -16,6 +16,7 @@
 //! handing them out that no output plane lands on an input plane not yet read.
 
 use crate::Error;
+use crate::pages::LargePages;
 use std::ops::Range;
 
 /// Base alignment of every arena, in bytes. Planned offsets are multiples of the plan's
@@ -32,9 +33,10 @@ pub type Region = (usize, usize);
 /// The regions one step borrows: `M` written, `R` read.
 pub type Borrowed<'a, const M: usize, const R: usize> = ([&'a mut [f32]; M], [&'a [f32]; R]);
 
-/// One context's working memory, allocated once.
+/// One context's working memory, allocated once, on huge pages where it spans one
+/// ([`LargePages`]).
 pub struct Arena {
-    blocks: Vec<Block>,
+    blocks: LargePages<Block>,
 }
 
 impl Arena {
@@ -42,7 +44,7 @@ impl Arena {
     pub fn new(bytes: usize) -> Self {
         let n = bytes.div_ceil(ARENA_ALIGN);
         Arena {
-            blocks: vec![Block([0.0; ARENA_ALIGN / 4]); n],
+            blocks: LargePages::zeroed(n),
         }
     }
 

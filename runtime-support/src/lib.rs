@@ -16,6 +16,7 @@ pub mod dims;
 mod error;
 pub mod io;
 pub mod kernels;
+pub mod pages;
 pub mod params;
 pub mod profile;
 pub mod threads;

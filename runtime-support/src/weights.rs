@@ -5,20 +5,24 @@
 use std::path::Path;
 
 use crate::Error;
+use crate::pages::{HUGE_PAGE, LargePages};
 
 /// Wrapper that gives `include_bytes!` data the alignment of its type parameter's
 /// alignment attribute: `static W: &Aligned<[u8]> = &Aligned(*include_bytes!(..));`.
 #[repr(C, align(64))]
 pub struct Aligned<T: ?Sized>(pub T);
 
-/// The weights of one model.
+/// The weights of one model. Weights of at least a huge page are held on huge pages
+/// ([`LargePages`]), copied there from the binary where they were embedded: a run
+/// streams them in full, and on 4 KiB pages every 4 KiB of them is a TLB miss.
 pub enum Weights {
     Static(&'static [f32]),
-    Owned(Vec<f32>),
+    Owned(LargePages<f32>),
 }
 
 impl Weights {
     /// Weights embedded in the binary. `bytes` comes from [`Aligned`], so it is aligned.
+    /// At least [`HUGE_PAGE`] of them are copied onto huge pages, once per model.
     pub fn from_static(
         bytes: &'static Aligned<[u8]>,
         expected_bytes: usize,
@@ -29,6 +33,9 @@ impl Weights {
                 expected: expected_bytes,
                 got: bytes.0.len(),
             })?;
+        if bytes.0.len() >= HUGE_PAGE {
+            return Ok(Weights::Owned(LargePages::copy_of(floats)));
+        }
         Ok(Weights::Static(floats))
     }
 
@@ -45,10 +52,10 @@ impl Weights {
     /// Copies weights from any byte buffer (no alignment needed).
     pub fn from_bytes(bytes: &[u8], expected_bytes: usize) -> Result<Self, Error> {
         check_len(bytes.len(), expected_bytes)?;
-        let floats = bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let mut floats = LargePages::zeroed(bytes.len() / 4);
+        for (f, c) in floats.iter_mut().zip(bytes.chunks_exact(4)) {
+            *f = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
         Ok(Weights::Owned(floats))
     }
 

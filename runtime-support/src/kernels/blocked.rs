@@ -12,7 +12,8 @@
 //! staying in L1 while the panels stream from L2. Each block's output stage runs once
 //! its last run is summed, while the block is in cache. Where there is one block, W is
 //! read once a run (from L3, in a model), and each row block fetches the next one's
-//! rows ahead ([`fetch_share`]).
+//! rows ahead ([`Fetch`]); a pointwise layer's input of over 1 MiB is fetched a block
+//! (or run) ahead the same way ([`Ahead::next_cols`]).
 //!
 //! A block's last columns short of a vector (7×7's 49th, 14×14's last 4) are not a
 //! padded panel, which multiplies zeros for the rest of its lanes (one column cost
@@ -66,6 +67,13 @@ const fn block_cols(k: usize, taps: usize) -> usize {
     cols / PANEL * PANEL
 }
 
+/// Bytes of B above which each block fetches the next one's part of it
+/// ([`Ahead::next_cols`]). A smaller B was written by the layer before and is mostly
+/// still in L2 (1 MiB on Zen 4), where fetching it again only costs: 16→32 at 112²
+/// (800 KB of input, in cache) ran 7 % slower with it; 256→64 at 56² (3.2 MB, from
+/// L3) 15 % faster.
+const FETCH_B_MIN_BYTES: usize = 1 << 20;
+
 /// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
 /// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
 const TAIL_ALIGN: usize = PANEL / 2;
@@ -96,7 +104,7 @@ pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
 /// Scratch floats that let a product of at most [`BLOCK_COLS_MAX`] columns run as one
 /// block however large `k` (a 14×14 plane's 196 positions, two blocks at
 /// [`block_cols`] once `k` > 128, each reading all of W): W is then read once a run,
-/// from L3 in a model, its rows fetched ahead ([`fetch_share`]). [`scratch_len`] where
+/// from L3 in a model, its rows fetched ahead ([`Fetch`]). [`scratch_len`] where
 /// that is no more. The product takes one block only where its scratch holds this
 /// much: the least need ([`scratch_len`]) has to grow with `n` (a build over ranges
 /// lends a smaller plane the scratch planned at the largest), and this does not.
@@ -142,6 +150,31 @@ impl Operand<'_> {
             }
         }
     }
+}
+
+impl<'a> Operand<'a> {
+    /// Rows `rows` and columns `cols` of B, fetched into cache over `steps` steps ahead
+    /// of their packing: a pointwise layer's input rows there. (The unfolded windows
+    /// read each input row several times, from cache after the first.)
+    fn fetch(&self, rows: Range<usize>, cols: Range<usize>, steps: usize) -> Option<Fetch<'a>> {
+        match *self {
+            Operand::Rows { x, ld } => {
+                let first = (rows.start * ld + cols.start).min(x.len());
+                Some(Fetch::new(&x[first..], ld, rows.len(), cols.len(), steps))
+            }
+            Operand::Unfolded { .. } => None,
+        }
+    }
+}
+
+/// How many row blocks [`row_block`] makes of `m` rows.
+fn row_blocks(m: usize) -> usize {
+    let (mut row, mut count) = (0, 0);
+    while row < m {
+        row += row_block(m - row);
+        count += 1;
+    }
+    count
 }
 
 /// The column blocks of `n` positions: as few as hold at most `most` each, equal and
@@ -194,6 +227,7 @@ pub(crate) fn product(
     };
     let blocks = || blocks(n, most);
     let count = blocks().count();
+    let fetch_b = k * n * size_of::<f32>() > FETCH_B_MIN_BYTES;
     if count >= 4 * threads {
         // Runs of consecutive blocks, one run per thread (at least four blocks each:
         // whole blocks share out evenly enough).
@@ -205,9 +239,14 @@ pub(crate) fn product(
             macs,
             scratch,
             |(run, mut y), scratch| {
-                for cols in blocks().filter(|b| run.contains(&b.start)) {
+                let mut mine = blocks().filter(|b| run.contains(&b.start)).peekable();
+                while let Some(cols) = mine.next() {
                     let out = y.as_mut().subcols_mut(cols.start - run.start, cols.len());
-                    block(w, k, b, cols.clone(), out, accumulate, false, scratch);
+                    let ahead = Ahead {
+                        weights: false,
+                        next_cols: mine.peek().filter(|_| fetch_b).cloned(),
+                    };
+                    block(w, k, b, cols.clone(), out, accumulate, ahead, scratch);
                     finish(
                         0..m,
                         cols.clone(),
@@ -221,7 +260,6 @@ pub(crate) fn product(
         // rows, whole row blocks where that keeps the bands within an eighth of even
         // (an element's sum is the same in any band). With one block, W is read once
         // a run, from L3 or memory: each row block's weights are fetched ahead.
-        let ahead = count == 1;
         let even = m.div_ceil(threads);
         let whole = even.next_multiple_of(MR);
         let band = if (whole - even) * 8 <= m { whole } else { even };
@@ -232,7 +270,12 @@ pub(crate) fn product(
             scratch,
             |(rows, mut y), scratch| {
                 let w = &w[rows.start * k..rows.end * k];
-                for cols in blocks() {
+                let mut all = blocks().peekable();
+                while let Some(cols) = all.next() {
+                    let ahead = Ahead {
+                        weights: count == 1,
+                        next_cols: all.peek().filter(|_| fetch_b).cloned(),
+                    };
                     block(
                         w,
                         k,
@@ -254,9 +297,22 @@ pub(crate) fn product(
     }
 }
 
+/// What a column block's product fetches into cache while it runs, for what comes
+/// after it.
+#[derive(Clone)]
+struct Ahead {
+    /// The next row block's weights, where W is read once a run ([`Fetch`]).
+    weights: bool,
+    /// The columns of the next block this thread takes, if any: B's part there is
+    /// fetched while the last run of this one is multiplied, as each run fetches the
+    /// next run's rows. A pointwise layer's input is read once, a block at a time, in
+    /// short runs of many rows (256 rows of 512 bytes for 256→64 at 56², 3.2 MB in
+    /// all), which the hardware prefetchers follow late.
+    next_cols: Option<Range<usize>>,
+}
+
 /// One column block `cols` of the product, on one thread: for each run of rows of B,
-/// pack it, then multiply every row block of W by it (fetching the next row block's
-/// weights `ahead` where W is read once).
+/// pack it, then multiply every row block of W by it, fetching `ahead`.
 #[allow(clippy::too_many_arguments)]
 fn block(
     w: &[f32],
@@ -265,7 +321,7 @@ fn block(
     cols: Range<usize>,
     mut y: faer::MatMut<'_, f32>,
     accumulate: bool,
-    ahead: bool,
+    ahead: Ahead,
     scratch: &mut [f32],
 ) {
     if k == 0 {
@@ -276,6 +332,12 @@ fn block(
     }
     let step = run_rows(k, b.taps());
     for k0 in (0..k).step_by(step) {
+        // The part of B packed next: this block's next run, or the next block's first.
+        let next = if k0 + step < k {
+            Some((k0 + step..(k0 + 2 * step).min(k), cols.clone()))
+        } else {
+            ahead.next_cols.clone().map(|next| (0..step.min(k), next))
+        };
         pulp::Arch::new().dispatch(Run {
             b,
             run: k0..(k0 + step).min(k),
@@ -284,7 +346,8 @@ fn block(
             lda: k,
             y: y.as_mut(),
             accumulate: accumulate || k0 > 0,
-            ahead,
+            weights_ahead: ahead.weights,
+            next,
             scratch: &mut *scratch,
         });
     }
@@ -300,7 +363,9 @@ struct Run<'a> {
     lda: usize,
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
-    ahead: bool,
+    weights_ahead: bool,
+    /// Rows and columns of B packed next, fetched while this run is multiplied.
+    next: Option<(Range<usize>, Range<usize>)>,
     scratch: &'a mut [f32],
 }
 
@@ -317,7 +382,8 @@ impl WithSimd for Run<'_> {
             lda,
             y,
             accumulate,
-            ahead,
+            weights_ahead,
+            next,
             scratch,
         } = self;
         // Whole vectors of columns stay in panels; the rest (`tail`) are moved out
@@ -345,7 +411,8 @@ impl WithSimd for Run<'_> {
             tail: tail_k,
             y,
             accumulate,
-            ahead,
+            weights_ahead,
+            next: next.map(|(rows, cols)| (b, rows, cols)),
         };
         match S::F32_LANES {
             16 => blocks.rows::<S, 1>(s),
@@ -445,7 +512,9 @@ struct RowBlocks<'a> {
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
     /// Fetch the next row block's run of A while this one runs.
-    ahead: bool,
+    weights_ahead: bool,
+    /// The part of B packed next, fetched a share per panel.
+    next: Option<(Operand<'a>, Range<usize>, Range<usize>)>,
 }
 
 impl RowBlocks<'_> {
@@ -459,20 +528,28 @@ impl RowBlocks<'_> {
             tail,
             mut y,
             accumulate,
-            ahead,
+            weights_ahead,
+            next: next_b,
         } = self;
         let (m, n) = (y.nrows(), y.ncols());
         let t = tail.len() / k;
         let paneled = n - t;
         let shares = panels.len() / (PANEL * k);
+        let mut next_b =
+            next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
         let mut row = 0;
         while row < m {
             let block = row_block(m - row);
             let next = row_block(m - row - block);
             let a = &a[row * lda..];
+            let mut weights = (weights_ahead && next > 0)
+                .then(|| Fetch::new(&a[block * lda..], lda, next, k, shares));
             for (p, panel) in panels.chunks_exact(PANEL * k).enumerate() {
-                if ahead && next > 0 {
-                    fetch_share(&a[block * lda..], lda, next, k, p, shares);
+                if let Some(weights) = &mut weights {
+                    weights.step();
+                }
+                if let Some(next_b) = &mut next_b {
+                    next_b.step();
                 }
                 let cols = p * PANEL..(p * PANEL + PANEL).min(paneled);
                 let y = y
@@ -490,26 +567,63 @@ impl RowBlocks<'_> {
     }
 }
 
-/// Asks for share `share` of `shares` of `rows` rows of A (`k` floats each, `lda`
-/// apart) to be brought into cache, a cache line at a time: the next row block's
-/// weights, spread over this block's panels. Where W is read once a run its rows come
-/// from L3; six rows at once are six short streams, which the prefetchers follow late.
-/// One Zen 4 core, weights in L3 (16 copies in turn), fastest of 3000 runs: 512→512 at
-/// 7² 0.295 → 0.273 ms, 256→512 at 7² 0.149 → 0.131; 256→256 at 14² (twelve panels
-/// to a row block) unchanged; weights of up to 256 KiB, hot, unchanged; but 1 MiB of
-/// weights (512→512) read in turn from L2 and L3, not from L3 alone, 0.241 → 0.259.
-#[inline(always)]
-fn fetch_share(a: &[f32], lda: usize, rows: usize, k: usize, share: usize, shares: usize) {
+/// A walk over `rows` rows of `cols` floats (`ld` apart) that asks for them to be
+/// brought into cache a few lines a step, spread over `steps` steps ([`Self::step`],
+/// no division on the way: a step comes every panel, as often as every 100 cycles).
+///
+/// The next row block's weights, where W is read once a run (from L3: six rows at once
+/// are six short streams, which the prefetchers follow late): one Zen 4 core, weights
+/// in L3 (16 copies in turn), fastest of 3000 runs: 512→512 at 7² 0.295 → 0.273 ms,
+/// 256→512 at 7² 0.149 → 0.131; but 1 MiB of weights (512→512) read in turn from L2
+/// and L3, not from L3 alone, 0.241 → 0.259. And the part of B packed next (see
+/// [`Ahead::next_cols`]).
+struct Fetch<'a> {
+    from: &'a [f32],
+    ld: usize,
+    rows: usize,
+    /// Cache lines in a row.
+    lines: usize,
+    per_step: usize,
+    /// The next line asked for: row `r`, line `l` of it.
+    r: usize,
+    l: usize,
+}
+
+impl<'a> Fetch<'a> {
+    /// Cache lines are 64 bytes.
     const LINE: usize = 16;
-    let lines = k.div_ceil(LINE);
-    let total = rows * lines;
-    let (first, last) = (share * total / shares, (share + 1) * total / shares);
-    let (mut r, mut l) = (first / lines, first % lines);
-    for _ in first..last {
-        simd::prefetch(a.as_ptr().wrapping_add(r * lda + l * LINE));
-        l += 1;
-        if l == lines {
-            (r, l) = (r + 1, 0);
+
+    fn new(from: &'a [f32], ld: usize, rows: usize, cols: usize, steps: usize) -> Self {
+        let lines = cols.div_ceil(Self::LINE);
+        let per_step = (rows * lines).div_ceil(steps.max(1));
+        Fetch {
+            from,
+            ld,
+            rows,
+            lines,
+            per_step,
+            r: 0,
+            l: 0,
+        }
+    }
+
+    /// Asks for the next few lines. Not inlined: in the panel loop's body it made the
+    /// micro-kernel inlined beside it slower where no fetch ran (16→32 at 112² +3 %).
+    #[inline(never)]
+    fn step(&mut self) {
+        for _ in 0..self.per_step {
+            if self.r == self.rows {
+                return;
+            }
+            simd::prefetch(
+                self.from
+                    .as_ptr()
+                    .wrapping_add(self.r * self.ld + self.l * Self::LINE),
+            );
+            self.l += 1;
+            if self.l == self.lines {
+                (self.r, self.l) = (self.r + 1, 0);
+            }
         }
     }
 }

@@ -120,6 +120,7 @@ fn pointwise() {
 /// no input channels at all (the bias alone). One or two columns alone are streamed
 /// a row at a time with several accumulators along the input channels: 45, 77 and
 /// 1030 of them reach every step of that loop (unrolled, single vectors, partial).
+/// Inputs of over 1 MiB, whose next block is fetched while one is multiplied.
 #[test]
 fn pointwise_blocks_and_tails() {
     for (i, (c_in, hw, c_out)) in [
@@ -141,6 +142,9 @@ fn pointwise_blocks_and_tails() {
         (1030, [3, 5], 9),
         (12, [40, 40], 8),
         (0, [3, 3], 4),
+        // Inputs over 1 MiB, fetched ahead a block at a time, and a run at a time.
+        (300, [40, 40], 20),
+        (600, [24, 24], 10),
     ]
     .into_iter()
     .enumerate()

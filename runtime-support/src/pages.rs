@@ -31,28 +31,41 @@ pub struct LargePages<T> {
 impl<T: bytemuck::Pod> LargePages<T> {
     /// `len` zeroed elements.
     pub fn zeroed(len: usize) -> Self {
-        let size = size_of::<T>().max(1);
-        if len.saturating_mul(size) < HUGE_PAGE {
-            return LargePages {
-                buf: vec![T::zeroed(); len],
-                start: 0,
-                len,
-            };
-        }
-        // Room to start on the first huge-page boundary inside the allocation.
-        let extra = HUGE_PAGE.div_ceil(size);
-        let mut buf: Vec<T> = Vec::with_capacity(len + extra);
-        let start = buf.as_ptr().align_offset(HUGE_PAGE).min(extra);
-        advise_huge_pages(&mut buf.spare_capacity_mut()[start..start + len]);
-        buf.resize(start + len, T::zeroed());
-        LargePages { buf, start, len }
+        Self::filled(len, |buf| buf.resize(buf.len() + len, T::zeroed()))
     }
 
     /// A copy of `data`.
     pub fn copy_of(data: &[T]) -> Self {
-        let mut pages = Self::zeroed(data.len());
-        pages.copy_from_slice(data);
-        pages
+        Self::filled(data.len(), |buf| buf.extend_from_slice(data))
+    }
+
+    /// The `len` elements `items` yields (exactly that many).
+    pub fn collect(len: usize, items: impl IntoIterator<Item = T>) -> Self {
+        Self::filled(len, |buf| buf.extend(items.into_iter().take(len)))
+    }
+
+    /// `len` elements that `fill` appends to the buffer, each written once: on huge
+    /// pages after the advice where they span one.
+    fn filled(len: usize, fill: impl FnOnce(&mut Vec<T>)) -> Self {
+        let size = size_of::<T>().max(1);
+        let (mut buf, start) = if len.saturating_mul(size) < HUGE_PAGE {
+            (Vec::with_capacity(len), 0)
+        } else {
+            // Room to start on the first huge-page boundary inside the allocation.
+            let extra = HUGE_PAGE.div_ceil(size);
+            let mut buf: Vec<T> = Vec::with_capacity(len + extra);
+            let start = buf.as_ptr().align_offset(HUGE_PAGE).min(extra);
+            advise_huge_pages(&mut buf.spare_capacity_mut()[start..start + len]);
+            buf.resize(start, T::zeroed());
+            (buf, start)
+        };
+        fill(&mut buf);
+        assert_eq!(
+            buf.len(),
+            start + len,
+            "LargePages: filled with another length"
+        );
+        LargePages { buf, start, len }
     }
 }
 
@@ -104,6 +117,8 @@ mod tests {
     fn large_buffers_start_on_a_huge_page_and_hold_their_data() {
         let len = HUGE_PAGE / 4 * 3 + 5;
         let data: Vec<f32> = (0..len).map(|i| i as f32).collect();
+        let collected = LargePages::collect(len, data.iter().copied());
+        assert_eq!(&collected[..], &data[..]);
         let mut b = LargePages::copy_of(&data);
         assert_eq!(b.as_ptr() as usize % HUGE_PAGE, 0);
         assert_eq!(&b[..], &data[..]);

@@ -52,11 +52,10 @@ impl Weights {
     /// Copies weights from any byte buffer (no alignment needed).
     pub fn from_bytes(bytes: &[u8], expected_bytes: usize) -> Result<Self, Error> {
         check_len(bytes.len(), expected_bytes)?;
-        let mut floats = LargePages::zeroed(bytes.len() / 4);
-        for (f, c) in floats.iter_mut().zip(bytes.chunks_exact(4)) {
-            *f = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        }
-        Ok(Weights::Owned(floats))
+        let floats = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        Ok(Weights::Owned(LargePages::collect(bytes.len() / 4, floats)))
     }
 
     pub fn as_f32(&self) -> &[f32] {

@@ -6,14 +6,14 @@
 //! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]; a plane of at most 256
 //! positions in one block where the scratch holds it, [`one_block_scratch_len`]), and
 //! within a block, rows of B in runs of at most [`BLOCK_K`] (whole input channels,
-//! all their taps): one run
-//! of one block packed into the packed product's panels (at most 272 KiB, in L2), then
-//! every block of [`MR`] weight rows against each of its panels, the rows' run of W
-//! staying in L1 while the panels stream from L2. Each block's output stage runs once
-//! its last run is summed, while the block is in cache. Where there is one block, W is
-//! read once a run (from L3, in a model), and each row block fetches the next one's
-//! rows ahead ([`Fetch`]); a pointwise layer's input of over 1 MiB is fetched a block
-//! (or run) ahead the same way ([`Ahead::next_cols`]).
+//! all their taps): one run of one block packed into the packed product's panels (at
+//! most 528 KiB, in L2), then every block of [`MR`] weight rows against each of its
+//! panels, the rows' run of W staying in L1 while the panels stream from L2. Each
+//! block's output stage runs once its last run is summed, while the block is in
+//! cache. Where there is one block, W is read once a run (from L3, in a model), and
+//! each row block fetches the next one's rows ahead ([`Fetch`]); a pointwise layer's
+//! input of over 1 MiB is fetched a block (or run) ahead the same way
+//! ([`Ahead::next_cols`]).
 //!
 //! A block's last columns short of a vector (7×7's 49th, 14×14's last 4) are not a
 //! padded panel, which multiplies zeros for the rest of its lanes (one column cost
@@ -127,7 +127,7 @@ pub(crate) enum Operand<'a> {
     Unfolded { win: &'a Window, x: &'a [f32] },
 }
 
-impl Operand<'_> {
+impl<'a> Operand<'a> {
     /// Rows of B to one input channel.
     fn taps(&self) -> usize {
         match self {
@@ -150,9 +150,7 @@ impl Operand<'_> {
             }
         }
     }
-}
 
-impl<'a> Operand<'a> {
     /// Rows `rows` and columns `cols` of B, fetched into cache over `steps` steps ahead
     /// of their packing: a pointwise layer's input rows there. (The unfolded windows
     /// read each input row several times, from cache after the first.)
@@ -299,7 +297,6 @@ pub(crate) fn product(
 
 /// What a column block's product fetches into cache while it runs, for what comes
 /// after it.
-#[derive(Clone)]
 struct Ahead {
     /// The next row block's weights, where W is read once a run ([`Fetch`]).
     weights: bool,

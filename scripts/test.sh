@@ -19,10 +19,21 @@ cargo fmt --all --check
 # --all-features turns on kiln-runtime's `cuda` (cudarc, NVRTC checks) and
 # `cuda-emulator` (the .cu kernels compiled as C++ and run on the CPU), and builds
 # kiln-cuda-check's `device` tests, which are ignored without `-- --ignored` (no GPU here).
+# Disk: clippy reruns every build script under its own hash (its RUSTC_WORKSPACE_WRAPPER
+# is part of the fingerprint), so the generated zoo modules and their weights, 3.8 GB,
+# would exist twice. Clippy builds in a target directory of its own, removed when it is
+# done; a fresh clone's CI run once ran out of disk with both copies kept.
+CLIPPY_TARGET_DIR="${KILN_CLIPPY_TARGET_DIR:-$PWD/target/clippy}"
 echo "== cargo clippy --workspace --all-targets --release --all-features -- -D warnings"
-cargo clippy --workspace --all-targets --release --all-features -- -D warnings
+CARGO_TARGET_DIR="$CLIPPY_TARGET_DIR" \
+    cargo clippy --workspace --all-targets --release --all-features -- -D warnings
 echo "== cargo clippy -p kiln-runtime --release -- -D warnings (no features)"
-cargo clippy -p kiln-runtime --release -- -D warnings
+CARGO_TARGET_DIR="$CLIPPY_TARGET_DIR" cargo clippy -p kiln-runtime --release -- -D warnings
+rm -rf "$CLIPPY_TARGET_DIR"
+# The UI tests build the macro's cases in the dev profile under target/tests/trybuild;
+# without debug info that build is about half as large (the environment is inherited by
+# trybuild's cargo and overrides the manifest's profile).
+export CARGO_PROFILE_DEV_DEBUG=0
 echo "== cargo test --workspace --release --all-features"
 cargo test --workspace --release --all-features
 echo "== the CUDA emulator tests under AddressSanitizer"

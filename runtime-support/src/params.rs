@@ -467,11 +467,12 @@ impl Conv2d {
     pub const fn least_scratch_len(&self) -> usize {
         if self.direct_applies() {
             // Packed weights and biases, then one thread's ring of every input
-            // channel's rows and its output row.
+            // channel's rows and the output rows of the blocks it computes at once.
             let blocks = self.c_out.div_ceil(DEPTHWISE_BLOCK);
             let k_len = self.c_in * self.kernel[0] * self.kernel[1];
             let [ring, row, tiles] = self.depthwise_rows();
-            return (blocks * k_len + blocks + tiles) * DEPTHWISE_BLOCK + self.c_in * ring * row;
+            let rows = self.direct_blocks_at_once() * tiles;
+            return (blocks * k_len + blocks + rows) * DEPTHWISE_BLOCK + self.c_in * ring * row;
         }
         if self.is_depthwise() {
             let [ring, row, tiles] = self.depthwise_rows();
@@ -528,6 +529,13 @@ impl Conv2d {
             return None;
         }
         Some(if images < self.n { images } else { self.n })
+    }
+
+    /// Blocks of [`DEPTHWISE_BLOCK`] output channels the direct kernel computes at once,
+    /// each into an output row of its own in the scratch: two at stride 2, which share
+    /// each input they broadcast; one at stride 1 (`kernels::direct` says why).
+    pub const fn direct_blocks_at_once(&self) -> usize {
+        if self.stride[1] == 2 { 2 } else { 1 }
     }
 
     /// Whether the layer runs as a direct convolution (`kernels::conv2d`'s direct

@@ -3,23 +3,25 @@
 //! stride 2, an image stem's 7×7 window over 3 channels).
 //!
 //! Output channels go in blocks of [`DEPTHWISE_BLOCK`] as the vector lanes, and
-//! positions in tiles of eight, as in the depthwise kernel: each tap of a tile is one
-//! vector load of the block's weights at that input channel and tap, times one input
-//! value per position, broadcast. The weights are packed once a call into that order
-//! (`[block][c_in][kh][kw][channel]`); each input channel's padded rows live in a
-//! ring of the rows one output row reads. A finished output row (`[position][channel]`)
-//! is written back to the block's planes by the depthwise kernel's 8×8 shuffles.
-//! Threads take bands of output rows, each with its own ring.
+//! positions in tiles, as in the depthwise kernel: each tap of a tile is one vector
+//! load of a block's weights at that input channel and tap, times one input value per
+//! position, broadcast. At stride 2 a tile spans two blocks, which share each
+//! broadcast ([`output_rows`] says why stride 1 does not). The weights are packed
+//! once a call into that order (`[block][c_in][kh][kw][channel]`); each input
+//! channel's padded rows live in a ring of the rows one output row reads. A finished
+//! output row of a block (`[position][channel]`) is written back to its planes by the
+//! depthwise kernel's 8×8 shuffles. Threads take runs of blocks of output channels,
+//! each with its own ring.
 
 use std::ops::Range;
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::depthwise::{ACCUMULATORS, Transpose, deinterleave_row, load, store};
-use super::elementwise::{VectorActivation, bias_activate};
+use super::elementwise::bias_activate;
 use super::pool::{fold_across, fold_runs};
 use super::window::Axis;
-use crate::params::{Activation, Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
+use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
 use crate::threads;
 
 /// Direct `conv2d`, and where `pool` is given a max pool over its output (`y` is then
@@ -109,13 +111,12 @@ impl WithSimd for Run<'_> {
         let k_len = p.c_in * p.kernel[0] * p.kernel[1];
         let [ring_rows, row, tiles] = p.depthwise_rows();
         let (ring, rest) = local.split_at_mut(p.c_in * ring_rows * row);
-        let (out_row, rest) = rest.split_at_mut(tiles * BLOCK);
+        let at_once = p.direct_blocks_at_once();
+        let (out_rows, rest) = rest.split_at_mut(at_once * tiles * BLOCK);
         let mut pooling = pool.map(|pool| MaxPoolRows::new(p, pool, out.len(), rest));
         let plane_out = pooling
             .as_ref()
             .map_or(p.h_out * p.w_out, |m| m.plane_out());
-        let in_registers = VectorActivation::new(p.activation);
-        let activation = in_registers.unwrap_or(VectorActivation::Identity);
         // A pool in floor mode may leave the last rows unread: they are not computed.
         let h_out = pooling
             .as_ref()
@@ -129,28 +130,52 @@ impl WithSimd for Run<'_> {
             }
             loaded = last + 1;
             let pooled = pooling.as_mut().map_or(0..0, |m| m.ready(oh));
-            for (b, out) in out.chunks_mut(BLOCK * plane_out).enumerate() {
+            for (group, out) in out.chunks_mut(at_once * BLOCK * plane_out).enumerate() {
+                let (first, count) = (group * at_once, out.len().div_ceil(BLOCK * plane_out));
                 let block = Block {
                     p,
                     ring,
                     ring_rows,
                     row,
-                    weights: &weights[b * k_len * BLOCK..][..k_len * BLOCK],
-                    bias: &biases[b * BLOCK..][..BLOCK],
-                    activation,
+                    weights: &weights[first * k_len * BLOCK..][..count * k_len * BLOCK],
+                    bias: &biases[first * BLOCK..][..count * BLOCK],
                 };
-                let transpose = Transpose::new::<S>(out.len() / plane_out);
-                let activate = in_registers.is_none().then_some(p.activation);
-                if let Some(m) = &mut pooling {
-                    finished_row(s, &block, oh, m.row(b, oh, tiles), activate);
-                    m.pool_rows(b, oh, pooled.clone(), out, transpose);
+                // Where the blocks' rows go: their pool rings' slots, or `out_rows`.
+                let (rows, at, stride) = match &mut pooling {
+                    Some(m) => m.slots(first, oh),
+                    None => (&mut *out_rows, 0, tiles * BLOCK),
+                };
+                let len = tiles * BLOCK;
+                if count == 2 {
+                    let rows = disjoint_rows::<2>(rows, at, stride, len);
+                    finished_rows(s, &block, oh, rows);
                 } else {
-                    finished_row(s, &block, oh, out_row, activate);
-                    deinterleave_row(p, out_row, oh, out, transpose);
+                    let rows = disjoint_rows::<1>(rows, at, stride, len);
+                    finished_rows(s, &block, oh, rows);
+                }
+                for (j, out) in out.chunks_mut(BLOCK * plane_out).enumerate() {
+                    let transpose = Transpose::new::<S>(out.len() / plane_out);
+                    if let Some(m) = &mut pooling {
+                        m.pool_rows(first + j, oh, pooled.clone(), out, transpose);
+                    } else {
+                        deinterleave_row(p, &out_rows[j * len..][..len], oh, out, transpose);
+                    }
                 }
             }
         }
     }
+}
+
+/// `NB` rows of `len` floats of `buf`, `stride` apart from `at` on.
+fn disjoint_rows<const NB: usize>(
+    buf: &mut [f32],
+    at: usize,
+    stride: usize,
+    len: usize,
+) -> [&mut [f32]; NB] {
+    let ranges = std::array::from_fn(|j| at + j * stride..at + j * stride + len);
+    buf.get_disjoint_mut(ranges)
+        .expect("direct conv: a block's row overlaps the next block's")
 }
 
 /// A max pool over the direct kernel's output, fused in: each block of output
@@ -225,13 +250,14 @@ impl<'a> MaxPoolRows<'a> {
         self.pool.h_out * self.pool.w_out
     }
 
-    /// The slot of convolution row `oh` of block `b`: `tiles` positions from the
-    /// pool's left padding on, which [`Self::pool_rows`] expects the row in.
-    fn row(&mut self, b: usize, oh: usize, tiles: usize) -> &mut [f32] {
+    /// Where the slots of convolution row `oh` of blocks `first` on lie: the rings,
+    /// the first block's slot (from the pool's left padding on, as
+    /// [`Self::pool_rows`] expects the row) and the distance between two blocks'.
+    fn slots(&mut self, first: usize, oh: usize) -> (&mut [f32], usize, usize) {
         let [span, slot, _, _] = self.rows;
         let left = self.pool.pads[1];
-        let at = ((b * span + oh % span) * slot + left) * BLOCK;
-        &mut self.rings[at..][..tiles * BLOCK]
+        let at = ((first * span + oh % span) * slot + left) * BLOCK;
+        (&mut *self.rings, at, span * slot * BLOCK)
     }
 
     /// The last convolution row pooled row `ph` reads (clipped to the output).
@@ -323,74 +349,194 @@ fn load_row(p: &Conv2d, x: &[f32], r: usize, ring_rows: usize, row: usize, ring:
     }
 }
 
-/// One block of output channels at one output row: what its tiles read.
+/// One or two blocks of output channels at one output row: what their tiles read.
 struct Block<'a> {
     p: &'a Conv2d,
     ring: &'a [f32],
     ring_rows: usize,
     /// Floats in one ring row.
     row: usize,
+    /// The blocks' packed weights (`[block][c_in][kh][kw][channel]`) and biases.
     weights: &'a [f32],
     bias: &'a [f32],
-    activation: VectorActivation,
 }
 
-/// [`output_row`], then `activate` (the activation with no vector form, applied over
-/// the finished row).
+/// [`output_rows`], then the activation over each finished row while it is in L1: in
+/// the tiles' stores its `match` kept the accumulators in memory, written back after
+/// every multiply-add (half speed).
 #[inline(always)]
-fn finished_row<S: Simd>(
+fn finished_rows<S: Simd, const NB: usize>(
     s: S,
     b: &Block<'_>,
     oh: usize,
-    out_row: &mut [f32],
-    activate: Option<Activation>,
+    mut rows: [&mut [f32]; NB],
 ) {
-    output_row(s, b, oh, out_row);
-    if let Some(activation) = activate {
-        bias_activate(activation, 0.0, &mut out_row[..b.p.w_out * BLOCK]);
+    match S::F32_LANES {
+        8 => output_rows::<S, 1, NB>(s, b, oh, &mut rows),
+        4 => output_rows::<S, 2, NB>(s, b, oh, &mut rows),
+        _ => output_rows::<pulp::Scalar, BLOCK, NB>(pulp::Scalar::new(), b, oh, &mut rows),
+    }
+    for row in rows {
+        bias_activate(b.p.activation, 0.0, &mut row[..b.p.w_out * BLOCK]);
     }
 }
 
-/// Output row `oh` of the block into `out_row` as `[position][channel]`, in whole
-/// tiles, with the windows' sizes and strides as constants (3×3, and the stems' 7×7 at
-/// stride 2), as in the depthwise kernel, so that a tap's loads are fixed offsets and
-/// the tap loops unroll.
+/// Output row `oh` of `NB` blocks (one row each, `[position][channel]`), each block
+/// `V` vectors.
+///
+/// At stride 1 (3×3) one block at a time, in tiles of 8 positions with the taps
+/// unrolled ([`three_by_three_row`]): the inputs neighbouring taps share (position
+/// `p + 1` of a tap is position `p` of the next) stay in the registers 8 accumulators
+/// leave free. Two blocks a tile ran slower there (16→64 at 55² 0.61 against 0.56 ms).
+///
+/// At stride 2 two blocks a tile ([`strided_tiles`]) share each broadcast input
+/// between two multiply-adds, with 6 positions for 3×3 and 5 for the 7×7 stem: 12
+/// and 10 accumulators, the two weight vectors and the broadcast in the 16 AVX2
+/// registers (6 positions at 7×7 spilled). One Zen 4 core, against one block of 8
+/// positions (runs alternated): ResNet-50's 3→64 7×7 stem at 224² 3.03–3.20 → 2.38–2.42
+/// ms, 16→32 3×3 at 160² 0.75–0.77 → 0.68, 32→64 at 80² 0.73 → 0.68–0.69; with 3
+/// input channels (3→64 at 224², 3→16 at 320²) unchanged.
 #[inline(always)]
-fn output_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f32]) {
-    match (b.p.kernel, b.p.stride[1], b.p.dilation) {
-        ([3, 3], 1, [1, 1]) => output_row_with(s, b, oh, out_row, [3, 3], 1, [1, 1]),
-        ([3, 3], 2, [1, 1]) => output_row_with(s, b, oh, out_row, [3, 3], 2, [1, 1]),
-        ([7, 7], 2, [1, 1]) => output_row_with(s, b, oh, out_row, [7, 7], 2, [1, 1]),
-        (kernel, sw, dilation) => output_row_with(s, b, oh, out_row, kernel, sw, dilation),
-    }
-}
-
-/// [`output_row`] for a window of `[kh, kw]` taps at horizontal stride `sw`.
-#[inline(always)]
-fn output_row_with<S: Simd>(
+fn output_rows<S: Simd, const V: usize, const NB: usize>(
     s: S,
     b: &Block<'_>,
     oh: usize,
-    out_row: &mut [f32],
-    [kh, kw]: [usize; 2],
-    sw: usize,
-    [dh, dw]: [usize; 2],
+    rows: &mut [&mut [f32]; NB],
 ) {
+    if b.p.stride[1] == 1 {
+        let k_len = b.weights.len() / NB;
+        for (j, row) in rows.iter_mut().enumerate() {
+            let one = Block {
+                weights: &b.weights[j * k_len..][..k_len],
+                bias: &b.bias[j * BLOCK..][..BLOCK],
+                ..*b
+            };
+            three_by_three_row(s, &one, oh, row);
+        }
+        return;
+    }
+    // Not matched on the window's width itself: the compiler would know it in the arm,
+    // unroll the taps, keep the inputs neighbouring taps share in registers and spill
+    // the accumulators (twice as slow).
+    match b.p.kernel[1] > 3 {
+        false if NB == 2 => strided_tiles::<S, V, NB, 6>(s, b, oh, rows),
+        true if NB == 2 => strided_tiles::<S, V, NB, 5>(s, b, oh, rows),
+        _ => strided_tiles::<S, V, NB, 8>(s, b, oh, rows),
+    }
+}
+
+/// [`output_rows`] at stride 2, in tiles of `P` positions, the taps loops. Tiles start
+/// every `P` positions; the last one is shifted back to end with the row (or at `P`,
+/// on a narrower row, which the row's whole tiles of
+/// [`crate::params::DEPTHWISE_TILE`] leave room for), its first positions computed
+/// twice.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // constant indices into the accumulators
+fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
+    s: S,
+    b: &Block<'_>,
+    oh: usize,
+    rows: &mut [&mut [f32]; NB],
+) {
+    const SW: usize = 2;
+    let p = b.p;
+    let lanes = S::F32_LANES;
+    let [kh, kw] = p.kernel;
+    let taps = kh * kw * BLOCK;
+    let k_len = p.c_in * taps;
+    assert!(V * lanes == BLOCK && SW == p.stride[1] && b.weights.len() == NB * k_len);
+    let tiles = rows[0].len() / BLOCK;
+    let cover = p.w_out.max(P);
+    assert!(
+        cover <= tiles && (tiles - 1) * SW + kw - 1 < b.row,
+        "direct conv: a tile reads past its ring row"
+    );
+    // Where the rows output row `oh` reads lie in an input channel's rows of the ring
+    // (a window is at most 7 rows: `Conv2d::direct_applies`).
+    let mut slots = [0; 7];
+    for (ki, slot) in slots.iter_mut().enumerate().take(kh) {
+        *slot = (oh * p.stride[0] + ki) % b.ring_rows * b.row;
+    }
+    // Arrays are filled by loops: `std::array::from_fn`'s closures were not inlined
+    // into the vectorised code, and kept the accumulators in memory.
+    let zero = s.splat_f32s(0.0);
+    let mut bias = [[zero; V]; NB];
+    for j in 0..NB {
+        for v in 0..V {
+            bias[j][v] = load::<S>(&b.bias[j * BLOCK + v * lanes..][..lanes]);
+        }
+    }
+    // The inputs one tap of a tile reads: `P` positions `SW` apart.
+    for tile in 0..cover.div_ceil(P) {
+        let ow = (tile * P).min(cover - P);
+        let mut acc = [bias; P];
+        for ci in 0..p.c_in {
+            let rows_in = &b.ring[ci * b.ring_rows * b.row..][..b.ring_rows * b.row];
+            let mut weights: [&[f32]; NB] = [&[]; NB];
+            for (j, weights) in weights.iter_mut().enumerate() {
+                *weights = &b.weights[j * k_len + ci * taps..][..taps];
+            }
+            for (ki, &slot) in slots[..kh].iter().enumerate() {
+                let in_row = &rows_in[slot..][..b.row];
+                for kj in 0..kw {
+                    let mut w = [[zero; V]; NB];
+                    for j in 0..NB {
+                        let tap = &weights[j][(ki * kw + kj) * BLOCK..][..BLOCK];
+                        for v in 0..V {
+                            w[j][v] = load::<S>(&tap[v * lanes..][..lanes]);
+                        }
+                    }
+                    for position in 0..P {
+                        let at = (ow + position) * SW + kj;
+                        debug_assert!(at < in_row.len());
+                        // SAFETY: `at` is input position `(ow + position)·SW + kj` of the
+                        // ring row, with `ow + position < cover ≤ tiles` and `kj < kw`:
+                        // at most `(tiles − 1)·SW + kw − 1`, which the assertion above
+                        // checked to lie inside the row.
+                        let x = s.splat_f32s(unsafe { *in_row.get_unchecked(at) });
+                        for j in 0..NB {
+                            for v in 0..V {
+                                let acc = &mut acc[position][j][v];
+                                *acc = s.mul_add_e_f32s(w[j][v], x, *acc);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for j in 0..NB {
+            let out = &mut rows[j][ow * BLOCK..][..P * BLOCK];
+            for position in 0..P {
+                for v in 0..V {
+                    let at = &mut out[position * BLOCK + v * lanes..][..lanes];
+                    store::<S>(at, acc[position][j][v]);
+                }
+            }
+        }
+    }
+}
+
+/// Output row `oh` of one block of a 3×3 window at stride 1 into `out_row`, in tiles
+/// of 8 positions, the taps unrolled (see [`output_rows`]).
+#[inline(always)]
+fn three_by_three_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f32]) {
+    const K: usize = 3;
     let p = b.p;
     let lanes = S::F32_LANES;
     let per_position = BLOCK / lanes;
     let positions = ACCUMULATORS / per_position;
-    let taps = kh * kw;
     let first_slot = (oh * p.stride[0]) % b.ring_rows;
-    // The farthest input a tile reads is `(ow + positions − 1)·sw + (kw − 1)·dw` for
+    // The farthest input a tile reads is `ow + positions − 1 + K − 1` for
     // `ow + positions ≤ tiles`: inside every ring row (`depthwise_rows` sizes them).
     // Checked once here, so the loads below need no bounds checks of their own.
     let tiles = out_row.len() / BLOCK;
     assert!(
-        tiles.is_multiple_of(positions)
-            && (tiles - 1) * sw + (kw - 1) * dw < b.row
+        p.kernel == [K, K]
+            && p.stride[1] == 1
+            && tiles.is_multiple_of(positions)
+            && tiles - 1 + K - 1 < b.row
             && p.c_in * b.ring_rows * b.row <= b.ring.len()
-            && b.weights.len() == p.c_in * taps * BLOCK,
+            && b.weights.len() == p.c_in * K * K * BLOCK,
         "direct conv: a tile reads past its ring row"
     );
     let mut bias = [s.splat_f32s(0.0); ACCUMULATORS];
@@ -402,49 +548,24 @@ fn output_row_with<S: Simd>(
         let mut acc = bias;
         for ci in 0..p.c_in {
             let rows = &b.ring[ci * b.ring_rows * b.row..][..b.ring_rows * b.row];
-            let weights = &b.weights[ci * taps * BLOCK..][..taps * BLOCK];
+            let weights = &b.weights[ci * K * K * BLOCK..][..K * K * BLOCK];
             let mut slot = first_slot;
-            for ki in 0..kh {
+            for ki in 0..K {
                 let in_row = &rows[slot * b.row..][..b.row];
-                slot += dh;
-                while slot >= b.ring_rows {
-                    slot -= b.ring_rows;
+                slot += 1;
+                if slot == b.ring_rows {
+                    slot = 0;
                 }
-                if sw == 2 && kw == 3 {
-                    // Positions outermost: the input two neighbouring windows share
-                    // (one's last tap, the next one's first) is broadcast once and
-                    // used at once. Taps outermost, the compiler kept such broadcasts
-                    // across a whole tap and spilled them: 3→16 at 112² 0.168 → 0.156
-                    // ms, 3→32 0.33 → 0.30 ms (one Zen 4 core, runs alternated). The
-                    // other windows keep taps outermost (7×7 s2 and 3×3 s1 ran slower
-                    // by positions).
-                    for (a, acc) in acc.iter_mut().enumerate() {
-                        let (position, v) = (a / per_position, a % per_position);
-                        for kj in 0..kw {
-                            let weights = &weights[(ki * kw + kj) * BLOCK..][..BLOCK];
-                            let weight = load::<S>(&weights[v * lanes..][..lanes]);
-                            let at = (ow + position) * sw + kj * dw;
-                            debug_assert!(at < in_row.len());
-                            // SAFETY: `at` is input position `(ow + position)·sw
-                            // + kj·dw` of the ring row, at most the farthest one the
-                            // assertion above checked to lie inside it.
-                            let x = unsafe { *in_row.get_unchecked(at) };
-                            *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
-                        }
-                    }
-                    continue;
-                }
-                for kj in 0..kw {
-                    let weights = &weights[(ki * kw + kj) * BLOCK..][..BLOCK];
-                    let start = ow * sw + kj * dw;
+                for kj in 0..K {
+                    let weights = &weights[(ki * K + kj) * BLOCK..][..BLOCK];
                     for (a, acc) in acc.iter_mut().enumerate() {
                         let (position, v) = (a / per_position, a % per_position);
                         let weight = load::<S>(&weights[v * lanes..][..lanes]);
-                        let at = start + position * sw;
+                        let at = ow + position + kj;
                         debug_assert!(at < in_row.len());
-                        // SAFETY: `at` is input position `(ow + position)·sw + kj·dw`
-                        // of the ring row, at most the farthest one the assertion
-                        // above checked to lie inside it.
+                        // SAFETY: `at` is input position `ow + position + kj` of the
+                        // ring row, at most the farthest one the assertion above
+                        // checked to lie inside it.
                         let x = unsafe { *in_row.get_unchecked(at) };
                         *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
                     }
@@ -452,7 +573,7 @@ fn output_row_with<S: Simd>(
             }
         }
         for (a, acc) in acc.iter().enumerate() {
-            store::<S>(&mut out[a * lanes..][..lanes], b.activation.apply(s, *acc));
+            store::<S>(&mut out[a * lanes..][..lanes], *acc);
         }
     }
 }

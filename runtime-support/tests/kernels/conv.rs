@@ -411,6 +411,19 @@ fn direct() {
         params(2, 1, [15, 16], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1),
         71,
     );
+    // Two blocks at once on rows narrower than their tile (5 positions at 7×7, 6 at
+    // 3×3), and a row of 7 whose last tile is shifted back over the first.
+    for (i, p) in [
+        params(1, 3, [11, 12], 16, [7, 7], [2, 2], [1, 1], [0; 4], 1),
+        params(1, 2, [6, 7], 16, [3, 3], [1, 1], [1, 1], [0, 1, 0, 0], 1),
+        params(1, 3, [8, 9], 16, [3, 3], [1, 1], [1, 1], [0; 4], 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(p.direct_applies(), "{p:?}");
+        check(p, 72 + i as u64);
+    }
     // Neither a 5×5 window, a 7×7 one at stride 1 or over 5 channels, nor 33 input
     // channels with 40 output channels, nor 32 output channels whose weights do not
     // fit.

@@ -411,11 +411,13 @@ fn direct() {
         params(2, 1, [15, 16], 8, [7, 7], [2, 2], [1, 1], [0; 4], 1),
         71,
     );
-    // Two blocks at once on rows narrower than their tile (5 positions at 7×7, 6 at
-    // 3×3), and a row of 7 whose last tile is shifted back over the first.
+    // Two blocks at once (stride 2) on rows narrower than their tile (5 positions at
+    // 7×7, 6 at 3×3) and on a row of 9, whose last tile is shifted back over the
+    // first; and a row of 7 at stride 1.
     for (i, p) in [
         params(1, 3, [11, 12], 16, [7, 7], [2, 2], [1, 1], [0; 4], 1),
-        params(1, 2, [6, 7], 16, [3, 3], [1, 1], [1, 1], [0, 1, 0, 0], 1),
+        params(1, 2, [6, 7], 16, [3, 3], [2, 2], [1, 1], [0, 1, 0, 0], 1),
+        params(1, 3, [9, 19], 16, [3, 3], [2, 2], [1, 1], [0; 4], 1),
         params(1, 3, [8, 9], 16, [3, 3], [1, 1], [1, 1], [0; 4], 1),
     ]
     .into_iter()

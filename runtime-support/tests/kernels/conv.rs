@@ -198,6 +198,25 @@ fn strided_and_padded_one_by_one() {
     );
 }
 
+/// im2col's panels of 16 positions across breaks between output rows (gathered
+/// position by position, those in the padding zero), at strides 2 and 1, up to the
+/// plane's last rows. The 3×3 stride-2 layers of ResNet break most of their panels.
+#[test]
+fn im2col_panels_across_rows() {
+    for (i, p) in [
+        params(1, 40, [15, 23], 48, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(1, 40, [13, 13], 40, [3, 3], [2, 2], [1, 1], [0, 1, 1, 0], 1),
+        params(2, 36, [14, 14], 36, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(1, 6, [9, 11], 5, [5, 5], [1, 1], [1, 1], [2; 4], 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(!p.direct_applies() && !p.is_pointwise(), "{p:?}");
+        check(p, 90 + i as u64);
+    }
+}
+
 #[test]
 fn stem_like_seven_by_seven() {
     check(

@@ -392,10 +392,11 @@ fn finished_rows<S: Simd, const NB: usize>(
 /// At stride 2 two blocks a tile ([`strided_tiles`]) share each broadcast input
 /// between two multiply-adds, with 6 positions for 3×3 and 5 for the 7×7 stem: 12
 /// and 10 accumulators, the two weight vectors and the broadcast in the 16 AVX2
-/// registers (6 positions at 7×7 spilled). One Zen 4 core, against one block of 8
-/// positions (runs alternated): ResNet-50's 3→64 7×7 stem at 224² 3.03–3.20 → 2.38–2.42
-/// ms, 16→32 3×3 at 160² 0.75–0.77 → 0.68, 32→64 at 80² 0.73 → 0.68–0.69; with 3
-/// input channels (3→64 at 224², 3→16 at 320²) unchanged.
+/// registers (6 positions at 7×7 spilled). A block left alone (an odd count, or one
+/// block a thread) takes [`three_by_three_row`] at 3×3. One Zen 4 core, against one
+/// block of 8 positions (runs alternated): ResNet-50's 3→64 7×7 stem at 224²
+/// 3.03–3.20 → 2.37–2.42 ms, 16→32 3×3 at 160² 0.75–0.77 → 0.68, 32→64 at 80² 0.73 →
+/// 0.68–0.69; with 3 input channels (3→64 at 224², 3→16 at 320²) unchanged.
 #[inline(always)]
 fn output_rows<S: Simd, const V: usize, const NB: usize>(
     s: S,
@@ -411,7 +412,7 @@ fn output_rows<S: Simd, const V: usize, const NB: usize>(
                 bias: &b.bias[j * BLOCK..][..BLOCK],
                 ..*b
             };
-            three_by_three_row(s, &one, oh, row);
+            three_by_three_row::<S, 1>(s, &one, oh, row);
         }
         return;
     }
@@ -421,7 +422,8 @@ fn output_rows<S: Simd, const V: usize, const NB: usize>(
     match b.p.kernel[1] > 3 {
         false if NB == 2 => strided_tiles::<S, V, NB, 6>(s, b, oh, rows),
         true if NB == 2 => strided_tiles::<S, V, NB, 5>(s, b, oh, rows),
-        _ => strided_tiles::<S, V, NB, 8>(s, b, oh, rows),
+        false => three_by_three_row::<S, 2>(s, b, oh, rows[0]),
+        true => strided_tiles::<S, V, NB, 8>(s, b, oh, rows),
     }
 }
 
@@ -516,25 +518,30 @@ fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
     }
 }
 
-/// Output row `oh` of one block of a 3×3 window at stride 1 into `out_row`, in tiles
-/// of 8 positions, the taps unrolled (see [`output_rows`]).
+/// Output row `oh` of one block of a 3×3 window at stride `SW` into `out_row`, in
+/// tiles of 8 positions, the taps unrolled (see [`output_rows`]).
 #[inline(always)]
-fn three_by_three_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f32]) {
+fn three_by_three_row<S: Simd, const SW: usize>(
+    s: S,
+    b: &Block<'_>,
+    oh: usize,
+    out_row: &mut [f32],
+) {
     const K: usize = 3;
     let p = b.p;
     let lanes = S::F32_LANES;
     let per_position = BLOCK / lanes;
     let positions = ACCUMULATORS / per_position;
     let first_slot = (oh * p.stride[0]) % b.ring_rows;
-    // The farthest input a tile reads is `ow + positions − 1 + K − 1` for
+    // The farthest input a tile reads is `(ow + positions − 1)·SW + K − 1` for
     // `ow + positions ≤ tiles`: inside every ring row (`depthwise_rows` sizes them).
     // Checked once here, so the loads below need no bounds checks of their own.
     let tiles = out_row.len() / BLOCK;
     assert!(
         p.kernel == [K, K]
-            && p.stride[1] == 1
+            && p.stride[1] == SW
             && tiles.is_multiple_of(positions)
-            && tiles - 1 + K - 1 < b.row
+            && (tiles - 1) * SW + K - 1 < b.row
             && p.c_in * b.ring_rows * b.row <= b.ring.len()
             && b.weights.len() == p.c_in * K * K * BLOCK,
         "direct conv: a tile reads past its ring row"
@@ -543,6 +550,19 @@ fn three_by_three_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f3
     for (a, bias) in bias.iter_mut().enumerate() {
         *bias = load::<S>(&b.bias[(a % per_position) * lanes..][..lanes]);
     }
+    // One multiply-add of tap `kj` at accumulator `a`.
+    let tap = |acc: &mut S::f32s, a: usize, in_row: &[f32], weights: &[f32], ow: usize| {
+        let (position, v) = (a / per_position, a % per_position);
+        for kj in 0..K {
+            let weight = load::<S>(&weights[kj * BLOCK + v * lanes..][..lanes]);
+            let at = (ow + position) * SW + kj;
+            debug_assert!(at < in_row.len());
+            // SAFETY: `at` is input position `(ow + position)·SW + kj` of the ring row,
+            // at most the farthest one the assertion above checked to lie inside it.
+            let x = unsafe { *in_row.get_unchecked(at) };
+            *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
+        }
+    };
     for (tile, out) in out_row.chunks_exact_mut(positions * BLOCK).enumerate() {
         let ow = tile * positions;
         let mut acc = bias;
@@ -556,16 +576,25 @@ fn three_by_three_row<S: Simd>(s: S, b: &Block<'_>, oh: usize, out_row: &mut [f3
                 if slot == b.ring_rows {
                     slot = 0;
                 }
+                let weights = &weights[ki * K * BLOCK..][..K * BLOCK];
+                if SW == 2 {
+                    // Positions outermost: the input two neighbouring windows share
+                    // (one's last tap, the next one's first) is broadcast once and used
+                    // at once. Taps outermost, the compiler kept such broadcasts across
+                    // a whole tap and spilled them: 3→16 at 112² 0.168 → 0.156 ms.
+                    for (a, acc) in acc.iter_mut().enumerate() {
+                        tap(acc, a, in_row, weights, ow);
+                    }
+                    continue;
+                }
                 for kj in 0..K {
-                    let weights = &weights[(ki * K + kj) * BLOCK..][..BLOCK];
                     for (a, acc) in acc.iter_mut().enumerate() {
                         let (position, v) = (a / per_position, a % per_position);
-                        let weight = load::<S>(&weights[v * lanes..][..lanes]);
-                        let at = ow + position + kj;
+                        let weight = load::<S>(&weights[kj * BLOCK + v * lanes..][..lanes]);
+                        let at = (ow + position) * SW + kj;
                         debug_assert!(at < in_row.len());
-                        // SAFETY: `at` is input position `ow + position + kj` of the
-                        // ring row, at most the farthest one the assertion above
-                        // checked to lie inside it.
+                        // SAFETY: as in `tap`: at most the farthest input the
+                        // assertion above checked to lie inside the ring row.
                         let x = unsafe { *in_row.get_unchecked(at) };
                         *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
                     }

@@ -550,19 +550,6 @@ fn three_by_three_row<S: Simd, const SW: usize>(
     for (a, bias) in bias.iter_mut().enumerate() {
         *bias = load::<S>(&b.bias[(a % per_position) * lanes..][..lanes]);
     }
-    // One multiply-add of tap `kj` at accumulator `a`.
-    let tap = |acc: &mut S::f32s, a: usize, in_row: &[f32], weights: &[f32], ow: usize| {
-        let (position, v) = (a / per_position, a % per_position);
-        for kj in 0..K {
-            let weight = load::<S>(&weights[kj * BLOCK + v * lanes..][..lanes]);
-            let at = (ow + position) * SW + kj;
-            debug_assert!(at < in_row.len());
-            // SAFETY: `at` is input position `(ow + position)·SW + kj` of the ring row,
-            // at most the farthest one the assertion above checked to lie inside it.
-            let x = unsafe { *in_row.get_unchecked(at) };
-            *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
-        }
-    };
     for (tile, out) in out_row.chunks_exact_mut(positions * BLOCK).enumerate() {
         let ow = tile * positions;
         let mut acc = bias;
@@ -577,26 +564,33 @@ fn three_by_three_row<S: Simd, const SW: usize>(
                     slot = 0;
                 }
                 let weights = &weights[ki * K * BLOCK..][..K * BLOCK];
+                // Tap `kj` of the window row at accumulator `a`.
+                let mul_add = |acc: &mut S::f32s, a: usize, kj: usize| {
+                    let (position, v) = (a / per_position, a % per_position);
+                    let weight = load::<S>(&weights[kj * BLOCK + v * lanes..][..lanes]);
+                    let at = (ow + position) * SW + kj;
+                    debug_assert!(at < in_row.len());
+                    // SAFETY: `at` is input position `(ow + position)·SW + kj` of the
+                    // ring row, at most the farthest one the assertion above checked to
+                    // lie inside it.
+                    let x = unsafe { *in_row.get_unchecked(at) };
+                    *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
+                };
                 if SW == 2 {
                     // Positions outermost: the input two neighbouring windows share
                     // (one's last tap, the next one's first) is broadcast once and used
                     // at once. Taps outermost, the compiler kept such broadcasts across
                     // a whole tap and spilled them: 3→16 at 112² 0.168 → 0.156 ms.
                     for (a, acc) in acc.iter_mut().enumerate() {
-                        tap(acc, a, in_row, weights, ow);
+                        for kj in 0..K {
+                            mul_add(acc, a, kj);
+                        }
                     }
-                    continue;
-                }
-                for kj in 0..K {
-                    for (a, acc) in acc.iter_mut().enumerate() {
-                        let (position, v) = (a / per_position, a % per_position);
-                        let weight = load::<S>(&weights[kj * BLOCK + v * lanes..][..lanes]);
-                        let at = (ow + position) * SW + kj;
-                        debug_assert!(at < in_row.len());
-                        // SAFETY: as in `tap`: at most the farthest input the
-                        // assertion above checked to lie inside the ring row.
-                        let x = unsafe { *in_row.get_unchecked(at) };
-                        *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
+                } else {
+                    for kj in 0..K {
+                        for (a, acc) in acc.iter_mut().enumerate() {
+                            mul_add(acc, a, kj);
+                        }
                     }
                 }
             }

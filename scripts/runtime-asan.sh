@@ -8,6 +8,8 @@
 #                          tests, tests/kernels/threads.rs: conv and GEMM on 2-3 threads)
 #   kernels/depthwise.rs   unchecked loads of the copied input rows (tests/kernels/conv.rs:
 #                          depthwise strides 1-3, dilations, pads, narrow and wide rows)
+#   kernels/direct.rs      unchecked loads of the ring's input rows (tests/kernels/conv.rs:
+#                          direct 3x3 at strides 1 and 2, two blocks and one, the 7x7 stem)
 #   kernels/simd.rs        `_mm_prefetch` of the next row block's weights in the blocked
 #                          product (tests/kernels/conv.rs: convolutions of one column block)
 #   pages.rs               `madvise(MADV_HUGEPAGE)` on a buffer before its first write

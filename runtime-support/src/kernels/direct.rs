@@ -450,7 +450,7 @@ fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
     let tiles = rows[0].len() / BLOCK;
     let cover = p.w_out.max(P);
     assert!(
-        cover <= tiles && (tiles - 1) * SW + kw - 1 < b.row,
+        cover <= tiles && (tiles - 1) * SW + kw - 1 < b.row && kh <= 7,
         "direct conv: a tile reads past its ring row"
     );
     // Where the rows output row `oh` reads lie in an input channel's rows of the ring
@@ -468,7 +468,6 @@ fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
             bias[j][v] = load::<S>(&b.bias[j * BLOCK + v * lanes..][..lanes]);
         }
     }
-    // The inputs one tap of a tile reads: `P` positions `SW` apart.
     for tile in 0..cover.div_ceil(P) {
         let ow = (tile * P).min(cover - P);
         let mut acc = [bias; P];

@@ -404,26 +404,17 @@ fn output_rows<S: Simd, const V: usize, const NB: usize>(
     oh: usize,
     rows: &mut [&mut [f32]; NB],
 ) {
-    if b.p.stride[1] == 1 {
-        let k_len = b.weights.len() / NB;
-        for (j, row) in rows.iter_mut().enumerate() {
-            let one = Block {
-                weights: &b.weights[j * k_len..][..k_len],
-                bias: &b.bias[j * BLOCK..][..BLOCK],
-                ..*b
-            };
-            three_by_three_row::<S, 1>(s, &one, oh, row);
-        }
-        return;
-    }
-    // Not matched on the window's width itself: the compiler would know it in the arm,
-    // unroll the taps, keep the inputs neighbouring taps share in registers and spill
-    // the accumulators (twice as slow).
-    match b.p.kernel[1] > 3 {
-        false if NB == 2 => strided_tiles::<S, V, NB, 6>(s, b, oh, rows),
-        true if NB == 2 => strided_tiles::<S, V, NB, 5>(s, b, oh, rows),
-        false => three_by_three_row::<S, 2>(s, b, oh, rows[0]),
-        true => strided_tiles::<S, V, NB, 8>(s, b, oh, rows),
+    // Stride 1 comes one block at a time (`Conv2d::direct_blocks_at_once`), which
+    // `three_by_three_row` checks by its weights' length. Not matched on the window's
+    // width itself: the compiler would know it in the arm, unroll the taps, keep the
+    // inputs neighbouring taps share in registers and spill the accumulators (twice
+    // as slow).
+    match (b.p.stride[1], b.p.kernel[1] > 3) {
+        (1, _) => three_by_three_row::<S, 1>(s, b, oh, rows[0]),
+        (_, false) if NB == 2 => strided_tiles::<S, V, NB, 6>(s, b, oh, rows),
+        (_, true) if NB == 2 => strided_tiles::<S, V, NB, 5>(s, b, oh, rows),
+        (_, false) => three_by_three_row::<S, 2>(s, b, oh, rows[0]),
+        (_, true) => strided_tiles::<S, V, NB, 8>(s, b, oh, rows),
     }
 }
 

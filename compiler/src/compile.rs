@@ -429,6 +429,7 @@ fn lower_choices(opts: &Options) -> lower::Choices {
         packed_weights: opts.target == Target::Cpu,
         residual_adds: opts.target == Target::Cpu,
         max_pools: opts.target == Target::Cpu,
+        channel_shuffles: opts.target == Target::Cpu,
     }
 }
 

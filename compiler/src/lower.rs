@@ -60,6 +60,11 @@ pub enum Kernel {
     /// the pooled one. CPU only: the fusion pass runs where [`Choices::max_pools`]
     /// allows.
     Conv2dMaxPool(params::Conv2d, params::Pool2d),
+    /// A grouped convolution with the channel shuffle after it fused in
+    /// (`kiln_runtime::kernels::conv2d_shuffled`): operands X, W, then the bias if any;
+    /// the output is the shuffled one. CPU only: the fusion pass runs where
+    /// [`Choices::channel_shuffles`] allows.
+    ShuffledConv2d(params::Conv2d),
     Gemm(params::Gemm),
     MatMul(params::MatMul),
     /// A MatMul whose B is a constant matrix, packed at compile time into the panels
@@ -90,7 +95,9 @@ impl Kernel {
     /// must hold. `None` where the planned scratch is all needed.
     pub fn least_scratch_len(&self) -> Option<usize> {
         match self {
-            Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => Some(c.least_scratch_len()),
+            Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) | Kernel::ShuffledConv2d(c) => {
+                Some(c.least_scratch_len())
+            }
             Kernel::Winograd(c, v) => Some(c.winograd_least_scratch_len(*v)),
             _ => None,
         }
@@ -255,6 +262,9 @@ pub struct Choices {
     /// A direct convolution's `MaxPool` fuses into it ([`Kernel::Conv2dMaxPool`],
     /// `passes::fuse_max_pools`).
     pub max_pools: bool,
+    /// A grouped convolution's channel shuffle fuses into it
+    /// ([`Kernel::ShuffledConv2d`], `passes::fuse_channel_shuffles`).
+    pub channel_shuffles: bool,
 }
 
 /// Lowers an inferred, optimised graph. `vary` names the values a build over declared

@@ -15,7 +15,9 @@ use crate::ops::norm::{BatchNormalization, ChannelAffine};
 use crate::ops::shape::View;
 
 mod activations;
+mod shuffle;
 pub use activations::{gelu_patterns, hard_swish_patterns, swish_patterns};
+pub use shuffle::fuse_channel_shuffles;
 
 /// Runs every pass in order; `choices` says which fusions the target's kernels take.
 pub fn run(graph: &mut Graph, choices: Choices) -> Result<(), Error> {
@@ -33,6 +35,9 @@ pub fn run(graph: &mut Graph, choices: Choices) -> Result<(), Error> {
     fuse_activations(graph);
     if choices.max_pools {
         fuse_max_pools(graph);
+    }
+    if choices.channel_shuffles {
+        fuse_channel_shuffles(graph);
     }
     eliminate_dead_nodes(graph);
     Ok(())

@@ -327,6 +327,73 @@ fn max_pools_fuse_into_direct_convolutions_on_the_cpu() {
     assert_eq!(steps(&indices, &cpu), ["Conv", "MaxPool"]);
 }
 
+/// A channel shuffle (`Reshape` to `[N, g, C/g, H, W]`, `Transpose(0, 2, 1, 3, 4)`,
+/// `Reshape` back) over the output of a convolution of `g` groups fuses into it on the
+/// CPU: one step, named after the convolution, writing the shuffled output. Shuffles
+/// over another group count, of a one-group convolution, of a value read elsewhere,
+/// and other transposes stay apart; CUDA fuses none.
+#[test]
+fn channel_shuffles_fuse_into_grouped_convolutions_on_the_cpu() {
+    use kiln_compiler::lower::Kernel;
+    let model = |group: i64, split: &[i64], perm: &[i64], tail: &dyn Fn(Model) -> Model| {
+        let m = Model::new(13)
+            .input("x", &[1, 4, 5, 5])
+            .init(
+                "w",
+                &[8, 4 / group, 1, 1],
+                (0..32 / group).map(|i| (i as f32 - 8.0) / 20.0).collect(),
+            )
+            .init_i64("split", &[5], split.to_vec())
+            .init_i64("back", &[4], vec![1, 8, 5, 5])
+            .node(
+                Node::new("Conv", &["x", "w"], &["c"])
+                    .name("gconv")
+                    .int("group", group),
+            )
+            .node(Node::new("Relu", &["c"], &["r"]))
+            .node(Node::new("Reshape", &["r", "split"], &["s"]))
+            .node(Node::new("Transpose", &["s"], &["t"]).ints("perm", perm))
+            .node(Node::new("Reshape", &["t", "back"], &["y"]))
+            .output("y");
+        tail(m).bytes()
+    };
+    let steps = |bytes: &[u8], opts: &Options| -> Vec<String> {
+        let c = compile_bytes(bytes, "t.onnx", "t", opts).expect("compiles");
+        assert_eq!(c.program.outputs[0].0.shape, [1, 8, 5, 5]);
+        c.program
+            .steps
+            .iter()
+            .map(|s| match s.kernel {
+                Kernel::ShuffledConv2d(..) => format!("{}: Conv+shuffle", s.node),
+                _ => s.op_type.to_string(),
+            })
+            .collect()
+    };
+    let cpu = Options::default();
+    let cuda = Options {
+        target: kiln_compiler::Target::Cuda,
+        ..Options::default()
+    };
+    let shuffle = [0, 2, 1, 3, 4];
+    let fused = model(2, &[1, 2, 4, 5, 5], &shuffle, &|m| m);
+    assert_eq!(steps(&fused, &cpu), ["gconv: Conv+shuffle"]);
+    assert_eq!(steps(&fused, &cuda), ["Conv", "Transpose"]);
+    let apart = ["Conv", "Transpose"];
+    // Four shuffle groups over a convolution of two.
+    assert_eq!(
+        steps(&model(2, &[1, 4, 2, 5, 5], &shuffle, &|m| m), &cpu),
+        apart
+    );
+    assert_eq!(
+        steps(&model(1, &[1, 2, 4, 5, 5], &shuffle, &|m| m), &cpu),
+        apart
+    );
+    let read_elsewhere = model(2, &[1, 2, 4, 5, 5], &shuffle, &|m| m.output("r"));
+    assert_eq!(steps(&read_elsewhere, &cpu), apart);
+    let other = model(2, &[1, 2, 4, 5, 5], &[0, 1, 2, 4, 3], &|m| m);
+    assert_eq!(steps(&other, &cpu), apart);
+}
+
 /// An AveragePool whose window is its whole unpadded plane lowers to the mean per plane
 /// (`Kernel::ReduceMean`, as GlobalAveragePool does); a padded or smaller window, and a
 /// MaxPool over the whole plane, stay pools.

@@ -323,7 +323,10 @@ impl<'a> Emitter<'a> {
         };
         let a = |i: usize| args.get(i).cloned().unwrap_or_else(|| quote!(&[]));
         let call = match &s.kernel {
-            Kernel::Conv2d(p) | Kernel::Winograd(p, _) | Kernel::ResidualConv2d(p) => {
+            Kernel::Conv2d(p)
+            | Kernel::Winograd(p, _)
+            | Kernel::ResidualConv2d(p)
+            | Kernel::ShuffledConv2d(p) => {
                 let pt = tokens::conv2d(rt, p);
                 let (x, w) = (a(0), a(1));
                 // A residual is operand 2, and the bias after it.
@@ -338,6 +341,9 @@ impl<'a> Emitter<'a> {
                     Kernel::ResidualConv2d(_) => {
                         let r = a(2);
                         quote!(#rt::kernels::conv2d_residual(&#pt, #x, #w, #bias, #r, out, #scratch);)
+                    }
+                    Kernel::ShuffledConv2d(_) => {
+                        quote!(#rt::kernels::conv2d_shuffled(&#pt, #x, #w, #bias, out, #scratch);)
                     }
                     _ => quote!(#rt::kernels::conv2d(&#pt, #x, #w, #bias, out, #scratch);),
                 }
@@ -900,7 +906,9 @@ fn in_place_call(
 /// these programs.
 pub(super) fn worker_scratch_bytes<'a>(programs: impl IntoIterator<Item = &'a Program>) -> usize {
     let conv_scratch = |s: &Step| match &s.kernel {
-        Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) => c.scratch_len() * 4,
+        Kernel::Conv2d(c) | Kernel::ResidualConv2d(c) | Kernel::ShuffledConv2d(c) => {
+            c.scratch_len() * 4
+        }
         Kernel::Winograd(c, v) => c.winograd_scratch_len(*v) * 4,
         Kernel::Conv2dMaxPool(c, pool) => c.max_pool_scratch_len(pool) * 4,
         _ => 0,

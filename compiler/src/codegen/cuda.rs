@@ -412,10 +412,12 @@ impl Emitter<'_> {
             Kernel::Winograd(..)
             | Kernel::PackedMatMul(_)
             | Kernel::ResidualConv2d(_)
-            | Kernel::Conv2dMaxPool(..) => {
+            | Kernel::Conv2dMaxPool(..)
+            | Kernel::ShuffledConv2d(_) => {
                 return Err(Error::Codegen(format!(
                     "node `{}` ({}) was lowered to a CPU-only kernel (Winograd, packed \
-                     weights, a fused residual or max pool), which has no CUDA twin",
+                     weights, a fused residual, max pool or channel shuffle), which has \
+                     no CUDA twin",
                     s.node, s.op_type
                 )));
             }

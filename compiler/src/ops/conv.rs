@@ -29,6 +29,10 @@ pub struct Conv {
     /// The `MaxPool` after the convolution fused in (`passes::fuse_max_pools`): the
     /// pool's window, and the node's output is the pooled one.
     pub max_pool: Option<Window>,
+    /// The channel shuffle after a grouped convolution fused in
+    /// (`passes::fuse_channel_shuffles`): the output channels are written in the
+    /// order the shuffle gives them, and the node's output is the shuffled tensor.
+    pub shuffle: bool,
 }
 
 impl Operator for Conv {
@@ -51,6 +55,7 @@ impl Operator for Conv {
     fn eval(&self, cx: &InferCx, outs: &[FixedFact]) -> R<Option<Vec<Tensor>>> {
         if self.residual
             || self.max_pool.is_some()
+            || self.shuffle
             || tuned(cx.dtype(0)?, cx.dims(0)?.len())
             || cx.constants().is_none()
         {
@@ -60,9 +65,11 @@ impl Operator for Conv {
     }
     fn lower(&self, cx: &mut LowerCx) -> R<()> {
         let tuned = tuned(cx.dtype(0)?, cx.dims(0)?.len());
-        if (self.residual || self.max_pool.is_some()) && !tuned {
+        if (self.residual || self.max_pool.is_some() || self.shuffle) && !tuned {
             return Err(
-                "a fused residual or pool needs float32 NCHW (the fusion pass checks)".into(),
+                "a fused residual, pool or channel shuffle needs float32 NCHW (the fusion \
+                 pass checks)"
+                    .into(),
             );
         }
         if !tuned {
@@ -86,6 +93,12 @@ impl Operator for Conv {
             }
             let out = cx.output(0)?;
             cx.step_with_scratch(Kernel::ResidualConv2d(p), inputs, out, p.scratch_len());
+            return Ok(());
+        }
+        if self.shuffle {
+            let inputs = cx.operands()?;
+            let out = cx.output(0)?;
+            cx.step_with_scratch(Kernel::ShuffledConv2d(p), inputs, out, p.scratch_len());
             return Ok(());
         }
         if let Some((v, u)) = winograd_weights(cx, &p) {
@@ -362,6 +375,7 @@ pub const OPS: &[OpDef] = &[
                 activation: None,
                 residual: false,
                 max_pool: None,
+                shuffle: false,
             }))
         },
     },

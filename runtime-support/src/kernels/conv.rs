@@ -153,6 +153,28 @@ pub fn conv2d_residual_inplace(
     conv(p, x, w, bias, Residual::InOutput, y, scratch);
 }
 
+/// [`conv2d`] of a grouped convolution whose output channels are written in the order
+/// of the channel shuffle after it (ShuffleNet's `Reshape` to `[N, g, C/g, H, W]`,
+/// `Transpose(0, 2, 1, 3, 4)`, `Reshape` back, with `g` the convolution's groups):
+/// channel `a` of group `b` is written as channel `a·g + b`. Each group's product
+/// writes its rows `g` planes apart, so the shuffle, a copy of the whole output as a
+/// step of its own, costs nothing. For a grouped layer of the pointwise or im2col
+/// strategy, which every grouped layer but a depthwise one takes.
+pub fn conv2d_shuffled(
+    p: &Conv2d,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    assert!(
+        p.group > 1 && !p.is_depthwise(),
+        "conv2d_shuffled: a grouped layer that is not depthwise, not {p:?}"
+    );
+    conv(p, x, w, bias, Residual::Shuffled, y, scratch);
+}
+
 /// Where a convolution's residual is, if it has one.
 #[derive(Clone, Copy)]
 enum Residual<'a> {
@@ -161,6 +183,9 @@ enum Residual<'a> {
     Apart(&'a [f32]),
     /// In `y` itself: products accumulate onto it.
     InOutput,
+    /// None, and the output channels go in channel-shuffle order
+    /// ([`conv2d_shuffled`]).
+    Shuffled,
 }
 
 /// Checks a convolution's groups, input, weights and bias against `p`, and its output
@@ -201,6 +226,7 @@ fn conv(
     scratch: &mut [f32],
 ) {
     let accumulate = matches!(residual, Residual::InOutput);
+    let shuffled = matches!(residual, Residual::Shuffled);
     let accum = if accumulate {
         faer::Accum::Add
     } else {
@@ -254,7 +280,13 @@ fn conv(
         for g in 0..p.group {
             let xg = &x[g * c_in_g * plane_in..][..c_in_g * plane_in];
             let wg = &w[g * c_out_g * k_len..][..c_out_g * k_len];
-            let yg = &mut y[g * c_out_g * plane_out..][..c_out_g * plane_out];
+            // Shuffled, the group's rows are `group` planes apart from its first.
+            let (first, row_stride) = if shuffled {
+                (g, p.group * plane_out)
+            } else {
+                (g * c_out_g, plane_out)
+            };
+            let yg = &mut y[first * plane_out..][..(c_out_g - 1) * row_stride + plane_out];
             let bias_g = bias.map(|b| &b[g * c_out_g..][..c_out_g]);
             let residual_g = residual.map(|r| &r[g * c_out_g * plane_out..][..c_out_g * plane_out]);
             // What the output stage adds to channel `c` at output positions `cols`:
@@ -285,7 +317,7 @@ fn conv(
             } else {
                 blocked::Operand::Unfolded { win: &win, x: xg }
             };
-            let yg = gemm::row_major_mut(yg, c_out_g, plane_out, plane_out);
+            let yg = gemm::row_major_mut(yg, c_out_g, plane_out, row_stride);
             blocked::product(wg, b, yg, accumulate, scratch, finish);
         }
     }

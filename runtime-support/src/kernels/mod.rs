@@ -43,7 +43,9 @@ pub use affine::{channel_affine, channel_affine_inplace};
 pub(crate) use blocked::{
     one_block_scratch_len as blocked_one_block_scratch_len, scratch_len as blocked_scratch_len,
 };
-pub use conv::{conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace};
+pub use conv::{
+    conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace, conv2d_shuffled,
+};
 pub use conv_transpose::conv_transpose_rows;
 pub use elementwise::{binary, binary_inplace, binary_inplace_b, unary, unary_inplace};
 pub use gemm::{gemm, matmul};

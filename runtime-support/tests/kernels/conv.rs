@@ -1,5 +1,5 @@
 use kiln_runtime::kernels::{
-    conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace, pool2d,
+    conv2d, conv2d_max_pool, conv2d_residual, conv2d_residual_inplace, conv2d_shuffled, pool2d,
 };
 use kiln_runtime::params::{Activation, Conv2d, Pool2d, PoolKind};
 
@@ -710,6 +710,64 @@ fn residual() {
             }
         }
     }
+}
+
+/// A grouped convolution writing its output in channel-shuffle order: channel `a` of
+/// group `b` at channel `a·g + b` of each image, against the reference's output moved
+/// there. Pointwise (ShuffleNet's layers, one block or several, threads or not) and
+/// 3×3 (im2col), with batches (each image's groups apart: the images-at-once strategy
+/// takes one-group layers only).
+#[test]
+fn shuffled() {
+    let cases = [
+        params(1, 24, [56, 56], 112, [1, 1], [1, 1], [1, 1], [0; 4], 4),
+        params(1, 136, [14, 14], 136, [1, 1], [1, 1], [1, 1], [0; 4], 4),
+        params(2, 8, [5, 3], 6, [1, 1], [1, 1], [1, 1], [0; 4], 2),
+        params(3, 6, [4, 5], 9, [3, 3], [1, 1], [1, 1], [1; 4], 3),
+        // A channel multiplier: grouped, not depthwise.
+        params(1, 4, [6, 5], 8, [3, 3], [2, 1], [1, 1], [1, 1, 0, 1], 4),
+    ];
+    let threads = kiln_runtime::Threads::new(2, cases[0].scratch_len() * 4).unwrap();
+    for (i, base) in cases.into_iter().enumerate() {
+        let p = Conv2d {
+            activation: Activation::Relu,
+            ..base
+        };
+        let mut rng = Rng::new(90 + i as u64);
+        let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.c_in / p.group * p.kernel[0] * p.kernel[1]);
+        let b = rng.vec(p.c_out);
+        let plain = conv_ref(&p, &x, &w, Some(&b));
+        let (plane, per_group) = (p.h_out * p.w_out, p.c_out / p.group);
+        let mut want = vec![f32::NAN; plain.len()];
+        for (image, out) in plain.chunks_exact(p.c_out * plane).enumerate() {
+            for (c, channel) in out.chunks_exact(plane).enumerate() {
+                let to = c % per_group * p.group + c / per_group;
+                want[(image * p.c_out + to) * plane..][..plane].copy_from_slice(channel);
+            }
+        }
+        for pool in [None, Some(&threads)] {
+            let mut y = vec![f32::NAN; want.len()];
+            let mut scratch = vec![f32::NAN; p.scratch_len()];
+            let mut run = || conv2d_shuffled(&p, &x, &w, Some(&b), &mut y, &mut scratch);
+            match pool {
+                Some(t) => t.install(run),
+                None => run(),
+            }
+            let what = format!("{p:?}, {} threads", pool.map_or(1, |t| t.count()));
+            assert_close(&y, &want, TOL, &what);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "conv2d_shuffled: a grouped layer that is not depthwise")]
+fn shuffled_refuses_a_depthwise_layer() {
+    let p = params(1, 4, [5, 5], 4, [3, 3], [1, 1], [1, 1], [1; 4], 4);
+    let (x, w) = (vec![0.0; 100], vec![0.0; 36]);
+    let mut y = vec![0.0; 100];
+    let mut scratch = vec![0.0; p.scratch_len()];
+    conv2d_shuffled(&p, &x, &w, None, &mut y, &mut scratch);
 }
 
 #[test]

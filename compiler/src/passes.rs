@@ -354,9 +354,10 @@ fn fold_into(graph: &mut Graph, index: usize, op: BinaryOp, k: &[f32]) -> bool {
 
 /// `Add(Conv(x), r)` (or a two-input `Sum`) → one `Conv` with `r` as its residual
 /// input (`Conv::residual`), so a following activation fuses too and ResNet's
-/// `Conv → Sum → Relu` is one kernel call. Taken where the convolution is float32, 1×1
-/// (whose output stage adds the residual while each row is in cache), one group, has
-/// no activation yet and only the Add reads it, and `r` has exactly its output's shape.
+/// `Conv → Sum → Relu` is one kernel call (ShuffleNet's grouped one too). Taken where
+/// the convolution is float32, 1×1 (whose output stage adds the residual while each
+/// row is in cache), has no activation yet and only the Add reads it, and `r` has
+/// exactly its output's shape.
 /// The fused node takes the Add's place in the order: `r` may be computed after the
 /// convolution.
 pub fn fuse_residual_adds(graph: &mut Graph) {
@@ -408,7 +409,7 @@ fn residual_add_at(graph: &Graph, add: usize) -> Option<(usize, ValueId)> {
             continue;
         };
         let conv = &graph.nodes[p];
-        let Some(op) = plain_conv(conv).filter(|op| !op.residual && op.group == 1) else {
+        let Some(op) = plain_conv(conv).filter(|op| !op.residual) else {
             continue;
         };
         let (out, res) = (graph.value(c), graph.value(r));

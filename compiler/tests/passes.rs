@@ -220,6 +220,16 @@ fn residual_adds_fuse_into_one_by_one_convolutions_on_the_cpu() {
             .output("y")
     });
     assert_eq!(kinds(&either, &cpu), ["Conv", "Conv+residual"]);
+    // A grouped 1×1 convolution (ShuffleNet's, before its unit's Sum).
+    let grouped = model(&|m| {
+        m.init("w2", &[6, 2, 1, 1], w(12))
+            .node(Node::new("Conv", &["x", "w3"], &["r"]).ints("pads", &[1, 1, 1, 1]))
+            .node(Node::new("Conv", &["x", "w2"], &["c"]).int("group", 2))
+            .node(Node::new("Sum", &["c", "r"], &["s"]))
+            .node(Node::new("Relu", &["s"], &["y"]))
+            .output("y")
+    });
+    assert_eq!(kinds(&grouped, &cpu), ["Conv", "Conv+residual"]);
     let three_by_three = model(&|m| {
         m.node(Node::new("Conv", &["x", "w3"], &["r"]).ints("pads", &[0, 0, 2, 2]))
             .node(Node::new("Conv", &["x", "w3"], &["c"]).ints("pads", &[1, 1, 1, 1]))

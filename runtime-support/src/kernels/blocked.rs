@@ -223,12 +223,22 @@ pub(crate) fn product(
     } else {
         block_cols(k, taps)
     };
+    let count = blocks(n, most).count();
+    // Fewer than four blocks a thread, but more columns than rows: narrower blocks, as
+    // many a thread, rather than bands of rows, each of which packs every block (the
+    // larger operand's packing done once a thread).
+    let narrow = threads > 1 && count < 4 * threads && n >= m && n >= 2 * threads * PANEL;
+    let most = if narrow {
+        n.div_ceil(count.next_multiple_of(threads))
+    } else {
+        most
+    };
     let blocks = || blocks(n, most);
     let count = blocks().count();
     let fetch_b = k * n * size_of::<f32>() > FETCH_B_MIN_BYTES;
-    if count >= 4 * threads {
+    if count >= 4 * threads || narrow {
         // Runs of consecutive blocks, one run per thread (at least four blocks each:
-        // whole blocks share out evenly enough).
+        // whole blocks share out evenly enough; or as many narrower ones each).
         let start = |i: usize| blocks().nth(i).map_or(n, |b| b.start);
         let runs =
             (0..threads).map(|t| start(t * count / threads)..start((t + 1) * count / threads));

@@ -45,9 +45,11 @@ fn conv2d_blocks_and_products_on_several_threads() {
         params(1, 600, [13, 13], 40, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 300, [7, 7], 31, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         // Inputs over 1 MiB, the next block's part fetched ahead: in runs of blocks,
-        // and in bands of rows (two runs of input channels).
+        // in narrower blocks (fewer rows than columns), and in bands of rows (more
+        // rows; two runs of input channels).
         params(1, 300, [40, 40], 20, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 600, [24, 24], 10, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        params(1, 600, [24, 24], 640, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         // One block of 49 positions: its product is split by rows instead.
         params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
         // Depthwise: planes shared out, padded ones bordered in each thread's scratch

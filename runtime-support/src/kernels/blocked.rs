@@ -176,11 +176,13 @@ fn row_blocks(m: usize) -> usize {
 }
 
 /// The column blocks of `n` positions: as few as hold at most `most` each, equal and
-/// in whole panels but the last.
+/// in whole panels but the last (none empty: rounding up to panels may leave fewer).
 fn blocks(n: usize, most: usize) -> impl Iterator<Item = Range<usize>> + Clone {
-    let count = n.div_ceil(most).max(1);
-    let width = n.div_ceil(count).next_multiple_of(PANEL);
-    (0..count).map(move |i| (i * width).min(n)..((i + 1) * width).min(n))
+    let width = n
+        .div_ceil(n.div_ceil(most).max(1))
+        .next_multiple_of(PANEL)
+        .max(PANEL);
+    (0..n.div_ceil(width).max(1)).map(move |i| (i * width).min(n)..((i + 1) * width).min(n))
 }
 
 /// `y = w · b` (`y += w · b` where `accumulate`): `w` is `m × k` row-major, `b` is
@@ -224,9 +226,9 @@ pub(crate) fn product(
         block_cols(k, taps)
     };
     let count = blocks(n, most).count();
-    // Fewer than four blocks a thread, but more columns than rows: narrower blocks, as
-    // many a thread, rather than bands of rows, each of which packs every block (the
-    // larger operand's packing done once a thread).
+    // Fewer than four blocks a thread and more columns than rows: blocks narrowed to a
+    // multiple of the thread count, so that each thread packs only its own columns of
+    // B (the larger operand) where bands of rows would each pack all of it.
     let narrow = threads > 1 && count < 4 * threads && n >= m && n >= 2 * threads * PANEL;
     let most = if narrow {
         n.div_ceil(count.next_multiple_of(threads))

@@ -5,6 +5,30 @@ mod common;
 use common::{Model, Node};
 use kiln_compiler::{Options, compile_bytes};
 
+/// The compiled model's steps, each its operator's name, or `NODE: LABEL` where
+/// `fused` labels its kernel; the first output must have `shape`.
+fn fused_steps(
+    bytes: &[u8],
+    opts: &Options,
+    shape: [usize; 4],
+    fused: impl Fn(&kiln_compiler::lower::Kernel) -> Option<&'static str>,
+) -> Vec<String> {
+    let c = compile_bytes(bytes, "t.onnx", "t", opts).expect("compiles");
+    assert_eq!(c.program.outputs[0].0.shape, shape);
+    let name = |s: &kiln_compiler::lower::Step| match fused(&s.kernel) {
+        Some(label) => format!("{}: {label}", s.node),
+        None => s.op_type.to_string(),
+    };
+    c.program.steps.iter().map(name).collect()
+}
+
+fn cuda_options() -> Options {
+    Options {
+        target: kiln_compiler::Target::Cuda,
+        ..Options::default()
+    }
+}
+
 /// `Conv` then an exporter's hard-swish, `x · Clip(x + 3, 0, 6) / 6`, in the two orders
 /// exporters write it (`Mul` then `Div`, as Paddle's; `Div` then `Mul`): the pattern
 /// becomes one `HardSwish`, fused into the convolution, so one step is left. A pattern
@@ -286,29 +310,12 @@ fn max_pools_fuse_into_direct_convolutions_on_the_cpu() {
             .output("y");
         tail(m).bytes()
     };
-    let steps = |bytes: &[u8], opts: &Options| -> Vec<String> {
-        let c = compile_bytes(bytes, "t.onnx", "t", opts).expect("compiles");
-        let shapes = c
-            .program
-            .outputs
-            .iter()
-            .map(|(o, _)| o.shape.clone())
-            .collect::<Vec<_>>();
-        assert_eq!(shapes[0], [1, 8, 5, 5]);
-        c.program
-            .steps
-            .iter()
-            .map(|s| match s.kernel {
-                Kernel::Conv2dMaxPool(..) => format!("{}: Conv+max pool", s.node),
-                _ => s.op_type.to_string(),
-            })
-            .collect()
+    let steps = |bytes: &[u8], opts: &Options| {
+        fused_steps(bytes, opts, [1, 8, 5, 5], |k| {
+            matches!(k, Kernel::Conv2dMaxPool(..)).then_some("Conv+max pool")
+        })
     };
-    let cpu = Options::default();
-    let cuda = Options {
-        target: kiln_compiler::Target::Cuda,
-        ..Options::default()
-    };
+    let (cpu, cuda) = (Options::default(), cuda_options());
     let plain = model(3, "MaxPool", &|m| m);
     assert_eq!(steps(&plain, &cpu), ["stem: Conv+max pool"]);
     assert_eq!(steps(&plain, &cuda), ["Conv", "MaxPool"]);
@@ -367,23 +374,12 @@ fn channel_shuffles_fuse_into_grouped_convolutions_on_the_cpu() {
             .output("y");
         tail(m).bytes()
     };
-    let steps = |bytes: &[u8], opts: &Options| -> Vec<String> {
-        let c = compile_bytes(bytes, "t.onnx", "t", opts).expect("compiles");
-        assert_eq!(c.program.outputs[0].0.shape, [1, 8, 5, 5]);
-        c.program
-            .steps
-            .iter()
-            .map(|s| match s.kernel {
-                Kernel::ShuffledConv2d(..) => format!("{}: Conv+shuffle", s.node),
-                _ => s.op_type.to_string(),
-            })
-            .collect()
+    let steps = |bytes: &[u8], opts: &Options| {
+        fused_steps(bytes, opts, [1, 8, 5, 5], |k| {
+            matches!(k, Kernel::ShuffledConv2d(..)).then_some("Conv+shuffle")
+        })
     };
-    let cpu = Options::default();
-    let cuda = Options {
-        target: kiln_compiler::Target::Cuda,
-        ..Options::default()
-    };
+    let (cpu, cuda) = (Options::default(), cuda_options());
     let shuffle = [0, 2, 1, 3, 4];
     let fused = model(2, &[1, 2, 4, 5, 5], &shuffle, &|m| m);
     assert_eq!(steps(&fused, &cpu), ["gconv: Conv+shuffle"]);

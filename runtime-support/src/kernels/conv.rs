@@ -137,7 +137,8 @@ pub fn conv2d_max_pool(
 /// [`conv2d_residual`] with the residual in `y`, overwritten by the result: the
 /// products accumulate onto it (the planner puts a fused convolution's output over its
 /// residual where the residual dies there, as the separate in-place `Add` did). For
-/// the pointwise and im2col strategies only, which every 1×1 layer of one group takes.
+/// the pointwise and im2col strategies only, which every 1×1 layer but a depthwise one
+/// takes.
 pub fn conv2d_residual_inplace(
     p: &Conv2d,
     x: &[f32],

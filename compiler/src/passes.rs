@@ -83,6 +83,16 @@ fn is_read(graph: &Graph, v: ValueId) -> bool {
     graph.is_output(v) || graph.nodes.iter().any(|n| n.inputs.contains(&Some(v)))
 }
 
+/// The node that writes `v`.
+fn producer(graph: &Graph, v: ValueId) -> Option<usize> {
+    graph.nodes.iter().position(|n| n.outputs.contains(&v))
+}
+
+/// The fixed shape of `v`, where it is present and inference fixed one.
+fn fixed_shape(graph: &Graph, v: Option<ValueId>) -> Option<Vec<usize>> {
+    graph.value(v?).shape.clone()
+}
+
 /// The only consumer of `v`, if it has exactly one and is not a graph output.
 fn sole_consumer(graph: &Graph, v: ValueId) -> Option<usize> {
     if graph.is_output(v) {
@@ -401,11 +411,7 @@ fn residual_add_at(graph: &Graph, add: usize) -> Option<(usize, ValueId)> {
     }
     let (a, b) = (node.input(0)?, node.input(1)?);
     for (c, r) in [(a, b), (b, a)] {
-        let Some(p) = graph
-            .nodes
-            .iter()
-            .position(|n| n.outputs.first() == Some(&c))
-        else {
+        let Some(p) = producer(graph, c) else {
             continue;
         };
         let conv = &graph.nodes[p];
@@ -469,16 +475,13 @@ fn pooled_conv_at(graph: &Graph, pool: usize) -> Option<usize> {
         return None;
     }
     let c = node.input(0)?;
-    let p = graph
-        .nodes
-        .iter()
-        .position(|n| n.outputs.first() == Some(&c))?;
+    let p = producer(graph, c)?;
     let conv_node = &graph.nodes[p];
     let conv = conv_node
         .op
         .downcast::<Conv>()
         .filter(|c| !c.residual && c.max_pool.is_none())?;
-    let shape = |v: Option<ValueId>| v.and_then(|v| graph.value(v).shape.clone());
+    let shape = |v| fixed_shape(graph, v);
     let (x, w, y) = (
         shape(conv_node.input(0))?,
         shape(conv_node.input(1))?,

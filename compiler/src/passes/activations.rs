@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kiln_runtime::typed::params::{BinaryOp, UnaryOp};
 
-use super::{clip_bounds, constant, sole_consumer};
+use super::{clip_bounds, constant, producer, sole_consumer};
 use crate::ir::*;
 use crate::ops::elementwise::{Binary, Unary};
 
@@ -71,7 +71,7 @@ struct Pattern<'g> {
 impl Pattern<'_> {
     /// The node that writes `v`.
     fn producer(self, v: ValueId) -> Option<usize> {
-        self.graph.nodes.iter().position(|n| n.outputs.contains(&v))
+        producer(self.graph, v)
     }
 
     /// Node `i`'s two operands, if it is the binary `op`.

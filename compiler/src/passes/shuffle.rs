@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::sole_consumer;
+use super::{fixed_shape, producer, sole_consumer};
 use crate::ir::*;
 use crate::ops::conv::Conv;
 use crate::ops::shape::{Transpose, View};
@@ -24,18 +24,16 @@ use crate::ops::shape::{Transpose, View};
 pub fn fuse_channel_shuffles(graph: &mut Graph) {
     let mut i = 0;
     while i < graph.nodes.len() {
-        let Some(mut pattern) = shuffle_at(graph, i) else {
+        let Some([conv_index, split, t]) = shuffle_at(graph, i) else {
             i += 1;
             continue;
         };
-        // Removed last first, so that the indices before stay valid.
-        pattern.sort_unstable_by(|a, b| b.cmp(a));
-        let conv_index = *pattern.last().expect("the pattern has a convolution");
-        let conv_node = graph.nodes[conv_index].clone();
-        for &k in &pattern {
-            graph.nodes.remove(k);
-        }
-        let at = i - pattern.len();
+        // Producers come before their consumers: removed last first, the indices
+        // before stay valid.
+        graph.nodes.remove(t);
+        graph.nodes.remove(split);
+        let conv_node = graph.nodes.remove(conv_index);
+        let at = i - 3;
         let conv = conv_node.op.downcast::<Conv>().expect("checked");
         let reshape = &mut graph.nodes[at];
         reshape.op = Arc::new(Conv {
@@ -50,15 +48,9 @@ pub fn fuse_channel_shuffles(graph: &mut Graph) {
 
 /// Whether node `last` is the final `Reshape` of a channel shuffle over the output of
 /// a convolution [`fuse_channel_shuffles`] takes: the indices of the pattern's other
-/// nodes (the convolution, the first `Reshape`, the `Transpose`).
-fn shuffle_at(graph: &Graph, last: usize) -> Option<Vec<usize>> {
-    let producer = |v: ValueId| {
-        graph
-            .nodes
-            .iter()
-            .position(|n| n.outputs.first() == Some(&v))
-    };
-    let shape = |v: Option<ValueId>| v.and_then(|v| graph.value(v).shape.clone());
+/// nodes, in order (the convolution, the first `Reshape`, the `Transpose`).
+fn shuffle_at(graph: &Graph, last: usize) -> Option<[usize; 3]> {
+    let shape = |v| fixed_shape(graph, v);
     let is_reshape = |n: &Node| matches!(n.op.downcast::<View>(), Some(View::Reshape { .. }));
     // Each node's only output feeds only the next node of the pattern.
     let single = |n: usize, next: usize| {
@@ -69,16 +61,16 @@ fn shuffle_at(graph: &Graph, last: usize) -> Option<Vec<usize>> {
     if !is_reshape(back) || back.outputs.len() != 1 {
         return None;
     }
-    let t = producer(back.input(0)?)?;
+    let t = producer(graph, back.input(0)?)?;
     let perm = graph.nodes[t].op.downcast::<Transpose>()?.perm.as_deref()?;
     if perm != [0, 2, 1, 3, 4] || !single(t, last) {
         return None;
     }
-    let split = producer(graph.nodes[t].input(0)?)?;
+    let split = producer(graph, graph.nodes[t].input(0)?)?;
     if !is_reshape(&graph.nodes[split]) || !single(split, t) {
         return None;
     }
-    let conv_index = producer(graph.nodes[split].input(0)?)?;
+    let conv_index = producer(graph, graph.nodes[split].input(0)?)?;
     let conv_node = &graph.nodes[conv_index];
     let conv = conv_node
         .op
@@ -103,5 +95,5 @@ fn shuffle_at(graph: &Graph, last: usize) -> Option<Vec<usize>> {
     let spells_shuffle = c % g == 0
         && shape(graph.nodes[split].outputs.first().copied())? == [n, g, c / g, h, wd]
         && shape(back.outputs.first().copied())? == y_shape;
-    (grouped && spells_shuffle).then(|| vec![conv_index, split, t])
+    (grouped && spells_shuffle).then_some([conv_index, split, t])
 }

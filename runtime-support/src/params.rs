@@ -406,6 +406,32 @@ impl Conv2d {
         [ring, row, tiles]
     }
 
+    /// Positions of a depthwise block's input and output planes that it interleaves
+    /// whole instead of row by row, `[input, output]`: rows narrower than a block
+    /// would go through a scalar copy each, and output rows that are not whole
+    /// blocks through a transpose of a block partly done twice. Whole planes go in
+    /// runs of a block of positions, rows not minding. The output plane has room for
+    /// its last row's whole tiles. 0 where a plane goes row by row, or is too small
+    /// to hold one block of positions, or too large to stay in L1 (over 1024).
+    pub const fn depthwise_planes(&self) -> [usize; 2] {
+        let (plane_in, plane_out) = (self.h_in * self.w_in, self.h_out * self.w_out);
+        const fn fits(plane: usize) -> bool {
+            plane >= DEPTHWISE_BLOCK && plane <= 1024
+        }
+        let input = if self.w_in < DEPTHWISE_BLOCK && fits(plane_in) {
+            plane_in
+        } else {
+            0
+        };
+        let [_, _, tiles] = self.depthwise_rows();
+        let output = if !self.w_out.is_multiple_of(DEPTHWISE_BLOCK) && fits(plane_out) {
+            plane_out - self.w_out + tiles
+        } else {
+            0
+        };
+        [input, output]
+    }
+
     /// The working rows of a direct convolution with a max pool fused in
     /// (`kernels::conv2d_max_pool`), as `[span, slot, reach, tiles]` positions of
     /// [`DEPTHWISE_BLOCK`] interleaved channels: each block keeps a ring of the `span`
@@ -446,12 +472,17 @@ impl Conv2d {
     /// [`CONV_MAX_BLOCK`] columns), and its product where the block spans images
     /// ([`Self::conv_images_at_once`]); for a depthwise layer, its ring of interleaved
     /// input rows, one output row and the block's weights and biases
-    /// ([`Self::depthwise_rows`]).
-    /// Where a plane of at most 256 positions has a product of more than one column
+    /// ([`Self::depthwise_rows`]), and room for whole planes where it takes them
+    /// so ([`Self::depthwise_planes`]; it takes them row by row where a build over
+    /// ranges lends less). Where a plane of at most 256 positions has a product of more than one column
     /// block, room to take it as one ([`Self::one_block_scratch_len`]).
     /// The compiler plans it in the arena as a tensor living for one step.
     pub const fn scratch_len(&self) -> usize {
         let least = self.least_scratch_len();
+        if self.is_depthwise() {
+            let [input, output] = self.depthwise_planes();
+            return least + (input + output) * DEPTHWISE_BLOCK;
+        }
         let images = self.images_at_once_scratch_len(CONV_MAX_BLOCK);
         let one_block = self.one_block_scratch_len();
         let most = if images > least { images } else { least };

@@ -252,7 +252,9 @@ fn conv(
         return;
     }
     if p.is_depthwise() {
-        return super::depthwise::depthwise(p, x, w, bias, y, &mut scratch[..needed]);
+        // Whole planes at once where the scratch has room for them.
+        let lent = scratch.len().min(p.scratch_len());
+        return super::depthwise::depthwise(p, x, w, bias, y, &mut scratch[..lent]);
     }
     if p.direct_applies() {
         return super::direct::direct(p, None, x, w, bias, y, &mut scratch[..needed]);

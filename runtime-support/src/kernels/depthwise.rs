@@ -99,21 +99,33 @@ impl WithSimd for Block<'_> {
             out,
             scratch,
         } = self;
-        let plane_out = p.h_out * p.w_out;
+        let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
         let channels = out.len() / plane_out;
         let taps = p.kernel[0] * p.kernel[1];
         let [ring_rows, row, tiles] = p.depthwise_rows();
+        let least = p.least_scratch_len();
+        // Whole planes where they are narrow and the scratch has room for them.
+        let [planes_in, planes_out] = if scratch.len() >= p.scratch_len() {
+            p.depthwise_planes()
+        } else {
+            [0, 0]
+        };
+        let (scratch, planes) = scratch.split_at_mut(least);
+        let (planes_in, rest) = planes.split_at_mut(planes_in * BLOCK);
+        let planes_out = &mut rest[..planes_out * BLOCK];
         let (ring, rest) = scratch.split_at_mut(ring_rows * row * BLOCK);
         let (out_row, rest) = rest.split_at_mut(tiles * BLOCK);
         let (weights, biases) = rest[..(taps + 1) * BLOCK].split_at_mut(taps * BLOCK);
+        let transpose = Transpose::new::<S>(channels);
         // Weights as [tap][channel], so that a tap's weights are one vector load.
         // Lanes past `channels` compute on whatever the scratch holds there and are
         // never written out.
-        for c in 0..channels {
-            for (t, &v) in w[c * taps..][..taps].iter().enumerate() {
-                weights[t * BLOCK + c] = v;
-            }
-            biases[c] = bias.map_or(0.0, |b| b[c]);
+        interleave_planes(&w[..channels * taps], taps, weights, transpose);
+        for (c, b) in biases[..channels].iter_mut().enumerate() {
+            *b = bias.map_or(0.0, |b| b[c]);
+        }
+        if !planes_in.is_empty() {
+            interleave_planes(&x[..channels * plane_in], plane_in, planes_in, transpose);
         }
         // The activation in registers where it has a vector form, else over each
         // finished row.
@@ -129,22 +141,112 @@ impl WithSimd for Block<'_> {
         // Padded input rows interleaved so far: the next output row needs the rows
         // from `oh·sh` on, which have gone in only if an earlier one needed them too.
         let mut loaded = 0;
-        let transpose = Transpose::new::<S>(channels);
         for oh in 0..p.h_out {
             let first = oh * p.stride[0];
             let last = first + (p.kernel[0] - 1) * p.dilation[0];
             for r in loaded.max(first)..=last {
                 let slot = &mut ring[(r % ring_rows) * t.row_len..][..t.row_len];
-                interleave_row(p, x, channels, r, slot, transpose, 0.0);
+                if planes_in.is_empty() {
+                    interleave_row(p, x, channels, r, slot, transpose, 0.0);
+                } else {
+                    pad_row(p, planes_in, r, slot);
+                }
             }
             loaded = last + 1;
+            // Into the output plane where it goes whole: a row's tiles past `w_out`
+            // run into the next row's positions, which that row then writes.
+            let whole = !planes_out.is_empty();
+            let out_row = match whole {
+                false => &mut *out_row,
+                true => &mut planes_out[oh * p.w_out * BLOCK..][..tiles * BLOCK],
+            };
             output_row(s, &t, ring, oh, out_row);
             if in_registers.is_none() {
                 bias_activate(p.activation, 0.0, &mut out_row[..p.w_out * BLOCK]);
             }
-            deinterleave_row(p, out_row, oh, out, transpose);
+            if !whole {
+                deinterleave_row(p, out_row, oh, out, transpose);
+            }
+        }
+        if !planes_out.is_empty() {
+            deinterleave_planes(&planes_out[..plane_out * BLOCK], out, transpose);
         }
     }
+}
+
+/// `to[i·BLOCK + c] = from[c·len + i]` for the `from.len() / len` rows of `len`
+/// floats (at most [`BLOCK`]): rows interleaved position by position, in 8×8
+/// transposes where the rows are a whole block and at least a block long.
+#[inline(always)]
+fn interleave_planes(from: &[f32], len: usize, to: &mut [f32], transpose: Transpose) {
+    let rows = from.len() / len;
+    #[cfg(target_arch = "x86_64")]
+    if let Transpose::Avx(v3) = transpose
+        && len >= BLOCK
+    {
+        let row = |c: usize| &from[c * len..][..len];
+        // The last run (fewer than a block) as the row's last block again.
+        for i in (0..len).step_by(BLOCK) {
+            let i = i.min(len - BLOCK);
+            let run: [&[f32]; BLOCK] = std::array::from_fn(|c| &row(c)[i..]);
+            let tile: &mut [f32; BLOCK * BLOCK] =
+                (&mut to[i * BLOCK..][..BLOCK * BLOCK]).try_into().unwrap();
+            *tile = bytemuck::cast(avx::transpose_rows(v3, run));
+        }
+        return;
+    }
+    let _ = transpose;
+    for (c, row) in from.chunks_exact(len).enumerate().take(rows) {
+        for (to, &v) in to.chunks_exact_mut(BLOCK).zip(row) {
+            to[c] = v;
+        }
+    }
+}
+
+/// `to[c·len + i] = from[i·BLOCK + c]`, the inverse of [`interleave_planes`] for
+/// `to.len() / len` rows.
+#[inline(always)]
+fn deinterleave_planes(from: &[f32], to: &mut [f32], transpose: Transpose) {
+    let len = from.len() / BLOCK;
+    #[cfg(target_arch = "x86_64")]
+    if let Transpose::Avx(v3) = transpose
+        && len >= BLOCK
+    {
+        for i in (0..len).step_by(BLOCK) {
+            let i = i.min(len - BLOCK);
+            let tile: &[f32; BLOCK * BLOCK] =
+                from[i * BLOCK..][..BLOCK * BLOCK].try_into().unwrap();
+            for (c, run) in avx::transpose(v3, bytemuck::cast_ref(tile))
+                .iter()
+                .enumerate()
+            {
+                *<&mut [f32; BLOCK]>::try_from(&mut to[c * len + i..][..BLOCK]).unwrap() = *run;
+            }
+        }
+        return;
+    }
+    let _ = transpose;
+    for (c, row) in to.chunks_exact_mut(len).enumerate() {
+        for (v, from) in row.iter_mut().zip(from.chunks_exact(BLOCK)) {
+            *v = from[c];
+        }
+    }
+}
+
+/// Writes padded input row `r` into `slot` from the block's interleaved input
+/// planes (`[position][channel]`), its padding (and the slot's tail) as zeros.
+#[inline(always)]
+fn pad_row(p: &Conv2d, planes: &[f32], r: usize, slot: &mut [f32]) {
+    let [top, left, _, _] = p.pads;
+    let Some(ih) = r.checked_sub(top).filter(|&ih| ih < p.h_in) else {
+        slot.fill(0.0);
+        return;
+    };
+    let (pad, rest) = slot.split_at_mut(left * BLOCK);
+    pad.fill(0.0);
+    let (inside, pad) = rest.split_at_mut(p.w_in * BLOCK);
+    inside.copy_from_slice(&planes[ih * p.w_in * BLOCK..][..p.w_in * BLOCK]);
+    pad.fill(0.0);
 }
 
 /// Writes padded input row `r` of the block's `channels` planes into `slot` as

@@ -835,6 +835,37 @@ fn one_block_where_the_scratch_holds_it() {
     assert_eq!(large.scratch_len(), large.least_scratch_len());
 }
 
+/// Depthwise planes with rows narrower than a block, or output rows not whole
+/// blocks, are interleaved whole where the scratch holds them and row by row given
+/// only the least scratch (as a build over ranges may lend it): 7×7 and 14×14 at
+/// stride 1, a stride-2 layer whose output rows are narrow, a partial block of
+/// channels; a plane too large to stay in L1 plans no more than its least.
+#[test]
+fn depthwise_planes_where_the_scratch_holds_them() {
+    let cases = [
+        params(1, 16, [7, 7], 16, [5, 5], [1, 1], [1, 1], [2; 4], 16),
+        params(2, 24, [14, 14], 24, [3, 3], [1, 1], [1, 1], [1; 4], 24),
+        params(1, 16, [14, 13], 16, [5, 5], [2, 2], [1, 1], [2; 4], 16),
+        params(1, 11, [6, 5], 11, [3, 3], [1, 1], [1, 1], [1; 4], 11),
+    ];
+    for (i, p) in cases.into_iter().enumerate() {
+        assert!(
+            p.is_depthwise() && p.scratch_len() > p.least_scratch_len(),
+            "{p:?}"
+        );
+        check(p, 80 + i as u64);
+        let mut rng = Rng::new(90 + i as u64);
+        let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.kernel[0] * p.kernel[1]);
+        let mut y = vec![f32::NAN; p.n * p.c_out * p.h_out * p.w_out];
+        let mut scratch = vec![f32::NAN; p.least_scratch_len()];
+        conv2d(&p, &x, &w, None, &mut y, &mut scratch);
+        assert_close(&y, &conv_ref(&p, &x, &w, None), TOL, "row by row");
+    }
+    let large = params(1, 8, [40, 30], 8, [3, 3], [1, 1], [1, 1], [1; 4], 8);
+    assert_eq!(large.scratch_len(), large.least_scratch_len());
+}
+
 /// Outputs wide enough for several blocks of positions, with blocks starting and
 /// ending inside output rows.
 #[test]

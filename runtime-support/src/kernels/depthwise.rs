@@ -329,34 +329,49 @@ pub(super) fn deinterleave_row(
     out: &mut [f32],
     transpose: Transpose,
 ) {
-    let plane_out = p.h_out * p.w_out;
+    let mut planes = out.chunks_exact_mut(p.h_out * p.w_out);
+    let rows = std::array::from_fn(|_| {
+        planes
+            .next()
+            .map_or(&mut [][..], |plane| &mut plane[oh * p.w_out..][..p.w_out])
+    });
+    deinterleave_rows(out_row, rows, transpose);
+}
+
+/// Writes `out_row` (`[position][channel]`, whole tiles) to `rows`, one output row of
+/// each of the block's channels (all as long; empty past its last channel).
+#[inline(always)]
+pub(super) fn deinterleave_rows(
+    out_row: &[f32],
+    mut rows: [&mut [f32]; BLOCK],
+    transpose: Transpose,
+) {
+    let w_out = rows[0].len();
     #[cfg(target_arch = "x86_64")]
     if let Transpose::Avx(v3) = transpose {
         let (tiles, _) = out_row.as_chunks::<{ BLOCK * BLOCK }>();
-        let full = p.w_out / BLOCK;
+        let full = w_out / BLOCK;
         for (i, tile) in tiles[..full].iter().enumerate() {
             let planes = avx::transpose(v3, bytemuck::cast_ref(tile));
-            for (c, plane) in planes.iter().enumerate() {
-                let dst = &mut out[c * plane_out + oh * p.w_out + i * BLOCK..][..BLOCK];
-                *<&mut [f32; BLOCK]>::try_from(dst).unwrap() = *plane;
+            for (row, plane) in rows.iter_mut().zip(&planes) {
+                *<&mut [f32; BLOCK]>::try_from(&mut row[i * BLOCK..][..BLOCK]).unwrap() = *plane;
             }
         }
         // The last positions (fewer than a tile): the last whole tile's worth again,
         // shifted back to end with the row, or on a row narrower than a tile element
         // by element.
-        let width = p.w_out - full * BLOCK;
-        if width > 0 {
-            let start = p.w_out.saturating_sub(BLOCK);
+        if w_out > full * BLOCK {
+            let start = w_out.saturating_sub(BLOCK);
             let tile = &out_row[start * BLOCK..][..BLOCK * BLOCK];
             let planes = avx::transpose(v3, bytemuck::cast_slice(tile).try_into().unwrap());
-            for (c, plane) in planes.iter().enumerate() {
-                let dst = &mut out[c * plane_out + oh * p.w_out + start..];
-                if p.w_out >= BLOCK {
+            for (row, plane) in rows.iter_mut().zip(&planes) {
+                let dst = &mut row[start..];
+                if w_out >= BLOCK {
                     dst[..BLOCK].copy_from_slice(plane);
                     continue;
                 }
                 for (j, v) in plane.iter().enumerate() {
-                    if j < p.w_out {
+                    if j < w_out {
                         dst[j] = *v;
                     }
                 }
@@ -364,9 +379,8 @@ pub(super) fn deinterleave_row(
         }
         return;
     }
-    for (c, plane) in out.chunks_exact_mut(plane_out).enumerate() {
-        let dst = &mut plane[oh * p.w_out..][..p.w_out];
-        for (d, from) in dst.iter_mut().zip(out_row.chunks_exact(BLOCK)) {
+    for (c, row) in rows.iter_mut().enumerate() {
+        for (d, from) in row.iter_mut().zip(out_row.chunks_exact(BLOCK)) {
             *d = from[c];
         }
     }

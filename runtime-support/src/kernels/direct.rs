@@ -11,14 +11,17 @@
 //! channel's padded rows live in a ring of the rows one output row reads. A finished
 //! output row of a block (`[position][channel]`) is written back to its planes by the
 //! depthwise kernel's 8×8 shuffles. Threads take runs of blocks of output channels,
-//! each with its own ring.
+//! each with its own ring, or where there are fewer than two blocks a thread, bands
+//! of output rows of every block ([`Out::Band`]).
 
 use std::ops::Range;
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
-use super::depthwise::{ACCUMULATORS, Transpose, deinterleave_row, load, store};
+use super::depthwise::{ACCUMULATORS, Transpose, deinterleave_row, deinterleave_rows, load, store};
 use super::elementwise::bias_activate;
+use super::gemm::{self, Split};
+use super::packed::row_of;
 use super::pool::{fold_across, fold_runs};
 use super::window::Axis;
 use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
@@ -53,17 +56,46 @@ pub(super) fn direct(
     let (weights, biases) = (&*weights, &*biases);
     let plane_in = p.h_in * p.w_in;
     let plane_out = pool.map_or(p.h_out * p.w_out, |pool| pool.h_out * pool.w_out);
-    // Threads take runs of blocks of output channels (whole planes), each filling its
-    // own ring: one run an image on one thread, so the input is copied once.
-    let run = blocks.div_ceil(threads::current()) * BLOCK;
+    let macs = p.n * p.c_out * plane_out * k_len;
+    let threads = threads::current();
     let images = x
         .chunks_exact(p.c_in * plane_in)
         .zip(y.chunks_exact_mut(p.c_out * plane_out));
+    if pool.is_none() && threads > 1 && blocks < 2 * threads && p.h_out >= 2 * threads {
+        // Fewer than two blocks a thread (an image stem's 16 channels): threads take
+        // bands of output rows of every block instead, each filling its ring with the
+        // rows its band reads. A run of one block would lose the broadcasts two blocks
+        // share at stride 2, and every thread would copy all of the input.
+        let band = p.h_out.div_ceil(threads) * p.w_out;
+        let bands =
+            (0..plane_out.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(plane_out));
+        let parts = images.flat_map(|(x, y)| {
+            let y = gemm::row_major_mut(y, p.c_out, plane_out, plane_out);
+            Split::new(y, false, bands.clone()).map(move |(cols, y)| {
+                let first_row = cols.start / p.w_out;
+                (x, Out::Band { y, first_row })
+            })
+        });
+        threads::for_each_with_scratch(parts, macs, local, |(x, out), local| {
+            pulp::Arch::new().dispatch(Run {
+                p,
+                pool,
+                x,
+                weights,
+                biases,
+                out,
+                local,
+            })
+        });
+        return;
+    }
+    // Threads take runs of blocks of output channels (whole planes), each filling its
+    // own ring: one run an image on one thread, so the input is copied once.
+    let run = blocks.div_ceil(threads) * BLOCK;
     let parts = images.flat_map(|(x, y)| {
         let runs = y.chunks_mut(run * plane_out).enumerate();
         runs.map(move |(i, out)| (x, i * run / BLOCK, out))
     });
-    let macs = p.n * p.c_out * plane_out * k_len;
     threads::for_each_with_scratch(parts, macs, local, |(x, first, out), local| {
         pulp::Arch::new().dispatch(Run {
             p,
@@ -71,10 +103,49 @@ pub(super) fn direct(
             x,
             weights: &weights[first * k_len * BLOCK..],
             biases: &biases[first * BLOCK..],
-            out,
+            out: Out::Planes(out),
             local,
         });
     });
+}
+
+/// Where a run writes: whole planes of consecutive channels, or a band of rows of
+/// every channel (a view of the image's `c_out × plane` output, `first_row` on).
+enum Out<'a> {
+    Planes(&'a mut [f32]),
+    Band {
+        y: faer::MatMut<'a, f32>,
+        first_row: usize,
+    },
+}
+
+impl Out<'_> {
+    /// Output row `oh` of the `channels` channels of block `b` (empty past them).
+    fn rows(&mut self, p: &Conv2d, b: usize, channels: usize, oh: usize) -> [&mut [f32]; BLOCK] {
+        match self {
+            Out::Planes(out) => {
+                let plane_out = p.h_out * p.w_out;
+                let mut planes = out[b * BLOCK * plane_out..].chunks_exact_mut(plane_out);
+                std::array::from_fn(|c| match planes.next() {
+                    Some(plane) if c < channels => &mut plane[oh * p.w_out..][..p.w_out],
+                    _ => &mut [][..],
+                })
+            }
+            Out::Band { y, first_row } => {
+                let at = (oh - *first_row) * p.w_out;
+                let empty = || faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
+                let mut rest = y.as_mut().subrows_mut(b * BLOCK, channels);
+                std::array::from_fn(|c| {
+                    if c >= channels {
+                        return &mut [][..];
+                    }
+                    let (row, after) = std::mem::replace(&mut rest, empty()).split_at_row_mut(1);
+                    rest = after;
+                    &mut row_of(row, 0)[at..][..p.w_out]
+                })
+            }
+        }
+    }
 }
 
 /// Consecutive blocks of output channels of one image: its input, their packed
@@ -86,7 +157,7 @@ struct Run<'a> {
     x: &'a [f32],
     weights: &'a [f32],
     biases: &'a [f32],
-    out: &'a mut [f32],
+    out: Out<'a>,
     local: &'a mut [f32],
 }
 
@@ -105,7 +176,7 @@ impl WithSimd for Run<'_> {
             x,
             weights,
             biases,
-            out,
+            mut out,
             local,
         } = self;
         let k_len = p.c_in * p.kernel[0] * p.kernel[1];
@@ -113,16 +184,27 @@ impl WithSimd for Run<'_> {
         let (ring, rest) = local.split_at_mut(p.c_in * ring_rows * row);
         let at_once = p.direct_blocks_at_once();
         let (out_rows, rest) = rest.split_at_mut(at_once * tiles * BLOCK);
-        let mut pooling = pool.map(|pool| MaxPoolRows::new(p, pool, out.len(), rest));
-        let plane_out = pooling
-            .as_ref()
-            .map_or(p.h_out * p.w_out, |m| m.plane_out());
+        // Output rows this run computes, and its channels.
+        let (rows_out, channels) = match &out {
+            Out::Planes(planes) => {
+                let plane_out = pool.map_or(p.h_out * p.w_out, |pool| pool.h_out * pool.w_out);
+                (0..p.h_out, planes.len() / plane_out)
+            }
+            Out::Band { y, first_row } => (*first_row..first_row + y.ncols() / p.w_out, y.nrows()),
+        };
+        let mut pooling = match (pool, &mut out) {
+            (Some(pool), Out::Planes(planes)) => {
+                Some(MaxPoolRows::new(p, pool, planes.len(), rest))
+            }
+            _ => None,
+        };
         // A pool in floor mode may leave the last rows unread: they are not computed.
-        let h_out = pooling
-            .as_ref()
-            .map_or(p.h_out, |m| m.last_row_read(m.pool.h_out - 1) + 1);
+        let rows_out = pooling.as_ref().map_or(rows_out.clone(), |m| {
+            0..m.last_row_read(m.pool.h_out - 1) + 1
+        });
+        let blocks = channels.div_ceil(BLOCK);
         let mut loaded = 0;
-        for oh in 0..h_out {
+        for oh in rows_out {
             let first = oh * p.stride[0];
             let last = first + (p.kernel[0] - 1) * p.dilation[0];
             for r in loaded.max(first)..=last {
@@ -130,8 +212,8 @@ impl WithSimd for Run<'_> {
             }
             loaded = last + 1;
             let pooled = pooling.as_mut().map_or(0..0, |m| m.ready(oh));
-            for (group, out) in out.chunks_mut(at_once * BLOCK * plane_out).enumerate() {
-                let (first, count) = (group * at_once, out.len().div_ceil(BLOCK * plane_out));
+            for first in (0..blocks).step_by(at_once) {
+                let count = (blocks - first).min(at_once);
                 let block = Block {
                     p,
                     ring,
@@ -153,12 +235,20 @@ impl WithSimd for Run<'_> {
                     let rows = disjoint_rows::<1>(rows, at, stride, len);
                     finished_rows(s, &block, oh, rows);
                 }
-                for (j, out) in out.chunks_mut(BLOCK * plane_out).enumerate() {
-                    let transpose = Transpose::new::<S>(out.len() / plane_out);
-                    if let Some(m) = &mut pooling {
-                        m.pool_rows(first + j, oh, pooled.clone(), out, transpose);
-                    } else {
-                        deinterleave_row(p, &out_rows[j * len..][..len], oh, out, transpose);
+                for (j, b) in (first..first + count).enumerate() {
+                    let in_block = (channels - b * BLOCK).min(BLOCK);
+                    let transpose = Transpose::new::<S>(in_block);
+                    match (&mut pooling, &mut out) {
+                        (Some(m), Out::Planes(planes)) => {
+                            let plane_out = m.plane_out();
+                            let planes =
+                                &mut planes[b * BLOCK * plane_out..][..in_block * plane_out];
+                            m.pool_rows(b, oh, pooled.clone(), planes, transpose);
+                        }
+                        (_, out) => {
+                            let rows = out.rows(p, b, in_block, oh);
+                            deinterleave_rows(&out_rows[j * len..][..len], rows, transpose);
+                        }
                     }
                 }
             }

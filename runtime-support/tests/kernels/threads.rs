@@ -80,7 +80,12 @@ fn conv2d_blocks_and_products_on_several_threads() {
         // Strided 1×1 (through im2col) and a 7×7 stem.
         params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
         params(1, 3, [64, 64], 16, [7, 7], [2, 2], [1, 1], [3, 3, 3, 3], 1),
+        // Direct stems of fewer blocks of output channels than two a thread, taken in
+        // bands of output rows: rows not shared out evenly, a partial block, batches.
+        params(2, 3, [37, 45], 12, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(1, 3, [40, 40], 16, [3, 3], [2, 2], [1, 1], [0, 1, 1, 0], 1),
     ];
+    assert!(cases[cases.len() - 2..].iter().all(Conv2d::direct_applies));
     for (i, base) in cases.into_iter().enumerate() {
         let p = Conv2d {
             activation: Activation::Relu,

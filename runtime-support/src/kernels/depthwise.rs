@@ -179,7 +179,6 @@ impl WithSimd for Block<'_> {
 /// transposes where the rows are a whole block and at least a block long.
 #[inline(always)]
 fn interleave_planes(from: &[f32], len: usize, to: &mut [f32], transpose: Transpose) {
-    let rows = from.len() / len;
     #[cfg(target_arch = "x86_64")]
     if let Transpose::Avx(v3) = transpose
         && len >= BLOCK
@@ -196,7 +195,7 @@ fn interleave_planes(from: &[f32], len: usize, to: &mut [f32], transpose: Transp
         return;
     }
     let _ = transpose;
-    for (c, row) in from.chunks_exact(len).enumerate().take(rows) {
+    for (c, row) in from.chunks_exact(len).enumerate() {
         for (to, &v) in to.chunks_exact_mut(BLOCK).zip(row) {
             to[c] = v;
         }

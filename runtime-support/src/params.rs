@@ -474,8 +474,9 @@ impl Conv2d {
     /// input rows, one output row and the block's weights and biases
     /// ([`Self::depthwise_rows`]), and room for whole planes where it takes them
     /// so ([`Self::depthwise_planes`]; it takes them row by row where a build over
-    /// ranges lends less). Where a plane of at most 256 positions has a product of more than one column
-    /// block, room to take it as one ([`Self::one_block_scratch_len`]).
+    /// ranges lends less). Where a plane of at most 256 positions has a product of
+    /// more than one column block, room to take it as one
+    /// ([`Self::one_block_scratch_len`]).
     /// The compiler plans it in the arena as a tensor living for one step.
     pub const fn scratch_len(&self) -> usize {
         let least = self.least_scratch_len();

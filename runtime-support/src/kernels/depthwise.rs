@@ -169,7 +169,10 @@ impl WithSimd for Block<'_> {
             }
         }
         if !planes_out.is_empty() {
-            deinterleave_planes(&planes_out[..plane_out * BLOCK], out, transpose);
+            // The plane as one row of `plane_out` positions.
+            let mut planes = out.chunks_exact_mut(plane_out);
+            let rows = std::array::from_fn(|_| planes.next().unwrap_or_default());
+            deinterleave_rows(planes_out, rows, transpose);
         }
     }
 }
@@ -198,36 +201,6 @@ fn interleave_planes(from: &[f32], len: usize, to: &mut [f32], transpose: Transp
     for (c, row) in from.chunks_exact(len).enumerate() {
         for (to, &v) in to.chunks_exact_mut(BLOCK).zip(row) {
             to[c] = v;
-        }
-    }
-}
-
-/// `to[c·len + i] = from[i·BLOCK + c]`, the inverse of [`interleave_planes`] for
-/// `to.len() / len` rows.
-#[inline(always)]
-fn deinterleave_planes(from: &[f32], to: &mut [f32], transpose: Transpose) {
-    let len = from.len() / BLOCK;
-    #[cfg(target_arch = "x86_64")]
-    if let Transpose::Avx(v3) = transpose
-        && len >= BLOCK
-    {
-        for i in (0..len).step_by(BLOCK) {
-            let i = i.min(len - BLOCK);
-            let tile: &[f32; BLOCK * BLOCK] =
-                from[i * BLOCK..][..BLOCK * BLOCK].try_into().unwrap();
-            for (c, run) in avx::transpose(v3, bytemuck::cast_ref(tile))
-                .iter()
-                .enumerate()
-            {
-                *<&mut [f32; BLOCK]>::try_from(&mut to[c * len + i..][..BLOCK]).unwrap() = *run;
-            }
-        }
-        return;
-    }
-    let _ = transpose;
-    for (c, row) in to.chunks_exact_mut(len).enumerate() {
-        for (v, from) in row.iter_mut().zip(from.chunks_exact(BLOCK)) {
-            *v = from[c];
         }
     }
 }

@@ -61,6 +61,18 @@ pub(super) fn direct(
     let images = x
         .chunks_exact(p.c_in * plane_in)
         .zip(y.chunks_exact_mut(p.c_out * plane_out));
+    // One part: an image's input, the first block it computes, where it writes.
+    let compute = |(x, first, out): (&[f32], usize, Out<'_>), local: &mut [f32]| {
+        pulp::Arch::new().dispatch(Run {
+            p,
+            pool,
+            x,
+            weights: &weights[first * k_len * BLOCK..],
+            biases: &biases[first * BLOCK..],
+            out,
+            local,
+        })
+    };
     if pool.is_none() && threads > 1 && blocks < 2 * threads && p.h_out >= 2 * threads {
         // Fewer than two blocks a thread (an image stem's 16 channels): threads take
         // bands of output rows of every block instead, each filling its ring with the
@@ -73,40 +85,19 @@ pub(super) fn direct(
             let y = gemm::row_major_mut(y, p.c_out, plane_out, plane_out);
             Split::new(y, false, bands.clone()).map(move |(cols, y)| {
                 let first_row = cols.start / p.w_out;
-                (x, Out::Band { y, first_row })
+                (x, 0, Out::Band { y, first_row })
             })
         });
-        threads::for_each_with_scratch(parts, macs, local, |(x, out), local| {
-            pulp::Arch::new().dispatch(Run {
-                p,
-                pool,
-                x,
-                weights,
-                biases,
-                out,
-                local,
-            })
-        });
-        return;
+        return threads::for_each_with_scratch(parts, macs, local, compute);
     }
     // Threads take runs of blocks of output channels (whole planes), each filling its
     // own ring: one run an image on one thread, so the input is copied once.
     let run = blocks.div_ceil(threads) * BLOCK;
     let parts = images.flat_map(|(x, y)| {
         let runs = y.chunks_mut(run * plane_out).enumerate();
-        runs.map(move |(i, out)| (x, i * run / BLOCK, out))
+        runs.map(move |(i, out)| (x, i * run / BLOCK, Out::Planes(out)))
     });
-    threads::for_each_with_scratch(parts, macs, local, |(x, first, out), local| {
-        pulp::Arch::new().dispatch(Run {
-            p,
-            pool,
-            x,
-            weights: &weights[first * k_len * BLOCK..],
-            biases: &biases[first * BLOCK..],
-            out: Out::Planes(out),
-            local,
-        });
-    });
+    threads::for_each_with_scratch(parts, macs, local, compute);
 }
 
 /// Where a run writes: whole planes of consecutive channels, or a band of rows of
@@ -120,29 +111,36 @@ enum Out<'a> {
 }
 
 impl Out<'_> {
-    /// Output row `oh` of the `channels` channels of block `b` (empty past them).
-    fn rows(&mut self, p: &Conv2d, b: usize, channels: usize, oh: usize) -> [&mut [f32]; BLOCK] {
+    /// Writes output row `oh` of the `channels` channels of block `b` from `out_row`
+    /// (`[position][channel]`, whole tiles).
+    fn deinterleave(
+        &mut self,
+        p: &Conv2d,
+        b: usize,
+        channels: usize,
+        oh: usize,
+        out_row: &[f32],
+        transpose: Transpose,
+    ) {
         match self {
             Out::Planes(out) => {
                 let plane_out = p.h_out * p.w_out;
-                let mut planes = out[b * BLOCK * plane_out..].chunks_exact_mut(plane_out);
-                std::array::from_fn(|c| match planes.next() {
-                    Some(plane) if c < channels => &mut plane[oh * p.w_out..][..p.w_out],
-                    _ => &mut [][..],
-                })
+                let planes = &mut out[b * BLOCK * plane_out..][..channels * plane_out];
+                deinterleave_row(p, out_row, oh, planes, transpose);
             }
             Out::Band { y, first_row } => {
                 let at = (oh - *first_row) * p.w_out;
                 let empty = || faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
                 let mut rest = y.as_mut().subrows_mut(b * BLOCK, channels);
-                std::array::from_fn(|c| {
+                let rows = std::array::from_fn(|c| {
                     if c >= channels {
                         return &mut [][..];
                     }
                     let (row, after) = std::mem::replace(&mut rest, empty()).split_at_row_mut(1);
                     rest = after;
                     &mut row_of(row, 0)[at..][..p.w_out]
-                })
+                });
+                deinterleave_rows(out_row, rows, transpose);
             }
         }
     }
@@ -199,9 +197,10 @@ impl WithSimd for Run<'_> {
             _ => None,
         };
         // A pool in floor mode may leave the last rows unread: they are not computed.
-        let rows_out = pooling.as_ref().map_or(rows_out.clone(), |m| {
-            0..m.last_row_read(m.pool.h_out - 1) + 1
-        });
+        let rows_out = match &pooling {
+            Some(m) => 0..m.last_row_read(m.pool.h_out - 1) + 1,
+            None => rows_out,
+        };
         let blocks = channels.div_ceil(BLOCK);
         let mut loaded = 0;
         for oh in rows_out {
@@ -246,8 +245,8 @@ impl WithSimd for Run<'_> {
                             m.pool_rows(b, oh, pooled.clone(), planes, transpose);
                         }
                         (_, out) => {
-                            let rows = out.rows(p, b, in_block, oh);
-                            deinterleave_rows(&out_rows[j * len..][..len], rows, transpose);
+                            let row = &out_rows[j * len..][..len];
+                            out.deinterleave(p, b, in_block, oh, row, transpose);
                         }
                     }
                 }

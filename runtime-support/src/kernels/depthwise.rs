@@ -436,34 +436,43 @@ mod avx {
         transpose_vectors(v3, bytemuck::cast(*tile))
     }
 
-    /// The 8×8 transpose of eight rows, in three rounds of shuffles.
+    /// The 8×8 transpose of eight rows, in three rounds of shuffles, inside V3's
+    /// target-feature function: inlined whole into an AVX2 caller, and one call from
+    /// one compiled for the baseline (a pool's or Winograd's set-up), whose shuffles
+    /// would otherwise each be a call (24 a tile: the direct stem's output ran 4×
+    /// slower so).
     #[inline(always)]
     fn transpose_vectors(v3: V3, r: [__m256; BLOCK]) -> [[f32; BLOCK]; BLOCK] {
-        let a = v3.avx;
-        // Pairs of rows interleaved: t[2i] holds columns 0, 1 | 4, 5 of rows 2i and
-        // 2i + 1, t[2i + 1] columns 2, 3 | 6, 7.
-        let mut t = r;
-        for i in 0..BLOCK / 2 {
-            t[2 * i] = a._mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = a._mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-        }
-        // Then quads: q[4h + j] holds column j | j + 4 of rows 4h .. 4h + 4.
-        let mut q = t;
-        for h in 0..2 {
-            let t = &t[4 * h..][..4];
-            q[4 * h] = a._mm256_shuffle_ps::<0x44>(t[0], t[2]);
-            q[4 * h + 1] = a._mm256_shuffle_ps::<0xEE>(t[0], t[2]);
-            q[4 * h + 2] = a._mm256_shuffle_ps::<0x44>(t[1], t[3]);
-            q[4 * h + 3] = a._mm256_shuffle_ps::<0xEE>(t[1], t[3]);
-        }
-        // Then halves: column j is the low halves of q[j] and q[4 + j], column 4 + j
-        // their high halves.
-        let mut out = [[0.0; BLOCK]; BLOCK];
-        for j in 0..4 {
-            out[j] = bytemuck::cast(a._mm256_permute2f128_ps::<0x20>(q[j], q[4 + j]));
-            out[4 + j] = bytemuck::cast(a._mm256_permute2f128_ps::<0x31>(q[j], q[4 + j]));
-        }
-        out
+        v3.vectorize(
+            #[inline(always)]
+            || {
+                let a = v3.avx;
+                // Pairs of rows interleaved: t[2i] holds columns 0, 1 | 4, 5 of rows 2i and
+                // 2i + 1, t[2i + 1] columns 2, 3 | 6, 7.
+                let mut t = r;
+                for i in 0..BLOCK / 2 {
+                    t[2 * i] = a._mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                    t[2 * i + 1] = a._mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+                }
+                // Then quads: q[4h + j] holds column j | j + 4 of rows 4h .. 4h + 4.
+                let mut q = t;
+                for h in 0..2 {
+                    let t = &t[4 * h..][..4];
+                    q[4 * h] = a._mm256_shuffle_ps::<0x44>(t[0], t[2]);
+                    q[4 * h + 1] = a._mm256_shuffle_ps::<0xEE>(t[0], t[2]);
+                    q[4 * h + 2] = a._mm256_shuffle_ps::<0x44>(t[1], t[3]);
+                    q[4 * h + 3] = a._mm256_shuffle_ps::<0xEE>(t[1], t[3]);
+                }
+                // Then halves: column j is the low halves of q[j] and q[4 + j], column 4 + j
+                // their high halves.
+                let mut out = [[0.0; BLOCK]; BLOCK];
+                for j in 0..4 {
+                    out[j] = bytemuck::cast(a._mm256_permute2f128_ps::<0x20>(q[j], q[4 + j]));
+                    out[4 + j] = bytemuck::cast(a._mm256_permute2f128_ps::<0x31>(q[j], q[4 + j]));
+                }
+                out
+            },
+        )
     }
 }
 

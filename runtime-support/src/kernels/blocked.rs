@@ -28,7 +28,7 @@ use faer::traits::pulp::{self, Simd, WithSimd};
 use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
-use super::packed::{MR, PANEL, panel_of, row_block, row_of};
+use super::packed::{MR, PANEL, panel_of, panels_per_step, row_block, row_of};
 use super::simd;
 use super::window::Window;
 use crate::threads;
@@ -347,7 +347,7 @@ fn block(
         } else {
             ahead.next_cols.clone().map(|next| (0..step.min(k), next))
         };
-        pulp::Arch::new().dispatch(Run {
+        super::simd::dispatch_narrow(Run {
             b,
             run: k0..(k0 + step).min(k),
             cols: cols.clone(),
@@ -423,12 +423,8 @@ impl WithSimd for Run<'_> {
             weights_ahead,
             next: next.map(|(rows, cols)| (b, rows, cols)),
         };
-        match S::F32_LANES {
-            16 => blocks.rows::<S, 1>(s),
-            8 => blocks.rows::<S, 2>(s),
-            4 => blocks.rows::<S, 4>(s),
-            _ => blocks.rows::<pulp::Scalar, PANEL>(pulp::Scalar::new()),
-        }
+        let _ = s;
+        simd::dispatch_wide(blocks);
     }
 }
 
@@ -526,6 +522,19 @@ struct RowBlocks<'a> {
     next: Option<(Operand<'a>, Range<usize>, Range<usize>)>,
 }
 
+impl WithSimd for RowBlocks<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        match S::F32_LANES {
+            16 | 8 => self.rows::<S, 2>(s),
+            4 => self.rows::<S, 4>(s),
+            _ => self.rows::<pulp::Scalar, PANEL>(pulp::Scalar::new()),
+        }
+    }
+}
+
 impl RowBlocks<'_> {
     #[inline(always)]
     fn rows<S: Simd, const V: usize>(self, s: S) {
@@ -543,7 +552,8 @@ impl RowBlocks<'_> {
         let (m, n) = (y.nrows(), y.ncols());
         let t = tail.len() / k;
         let paneled = n - t;
-        let shares = panels.len() / (PANEL * k);
+        let width = panels_per_step::<S, V>() * PANEL;
+        let shares = panels.len().div_ceil(width * k);
         let mut next_b =
             next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
         let mut row = 0;
@@ -553,19 +563,19 @@ impl RowBlocks<'_> {
             let a = &a[row * lda..];
             let mut weights = (weights_ahead && next > 0)
                 .then(|| Fetch::new(&a[block * lda..], lda, next, k, shares));
-            for (p, panel) in panels.chunks_exact(PANEL * k).enumerate() {
+            for (p, panels) in panels.chunks(width * k).enumerate() {
                 if let Some(weights) = &mut weights {
                     weights.step();
                 }
                 if let Some(next_b) = &mut next_b {
                     next_b.step();
                 }
-                let cols = p * PANEL..(p * PANEL + PANEL).min(paneled);
+                let cols = p * width..(p * width + width).min(paneled);
                 let y = y
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
-                panel_of::<S, V>(s, k, a, lda, panel, y, accumulate);
+                panel_of::<S, V>(s, k, a, lda, panels, y, accumulate);
             }
             if t > 0 {
                 let y = y.as_mut().subrows_mut(row, block).subcols_mut(paneled, t);
@@ -773,6 +783,48 @@ fn dots<S: Simd, const R: usize, const T: usize, const U: usize>(
             }
             let sum = s.reduce_sum_f32s(total);
             *o = if accumulate { *o + sum } else { sum };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::packed::tests::{SHAPES, reference, values};
+    use crate::kernels::simd::at_both_widths;
+
+    /// The blocked product of a pointwise layer (B as it lies, rows `ld` apart) at both
+    /// vector widths, within 1e-5 of the f64 sums: the panels' columns in the same
+    /// bits, the tail's (dot products along `k`, summed a vector at a time) rounded
+    /// apart. With `k` past [`BLOCK_K`], a second run accumulates onto the first.
+    #[test]
+    fn blocked_products_agree_at_both_widths() {
+        let shapes = SHAPES
+            .into_iter()
+            .chain([(8, 40, BLOCK_K + 3), (6, 300, 20)]);
+        for (m, n, k) in shapes {
+            let ld = n + 3;
+            let (w, b) = (values(m, k, 3), values(k, ld, 4));
+            let b_rows: Vec<f32> = b.chunks_exact(ld).flat_map(|r| &r[..n]).copied().collect();
+            let [wide, narrow] = at_both_widths(|| {
+                let mut scratch = vec![0.0; scratch_len(k, 1, n)];
+                let mut y = vec![f32::NAN; m * n];
+                let out = faer::MatMut::from_row_major_slice_mut(&mut y, m, n);
+                let operand = Operand::Rows { x: &b, ld };
+                product(&w, operand, out, false, &mut scratch, |_, _, _| {});
+                y
+            });
+            let paneled = n - n % TAIL_ALIGN;
+            for (i, want) in reference(m, n, k, &w, &b_rows).into_iter().enumerate() {
+                let (got, narrow) = (wide[i], narrow[i]);
+                for got in [got, narrow] {
+                    let err = (got as f64 - want).abs();
+                    assert!(err <= 1e-5, "{m}x{n}x{k} at {i}: {got} against {want}");
+                }
+                if i % n < paneled {
+                    assert_eq!(got.to_bits(), narrow.to_bits(), "{m}x{n}x{k} at {i}");
+                }
+            }
         }
     }
 }

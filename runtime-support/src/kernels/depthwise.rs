@@ -59,7 +59,7 @@ pub(super) fn depthwise(
             let first = first + b * BLOCK;
             let channels = out.len() / plane_out;
             let c = first % p.c_in;
-            pulp::Arch::new().dispatch(Block {
+            super::simd::dispatch_narrow(Block {
                 p,
                 x: &x[first * plane_in..][..channels * plane_in],
                 w: &w[c * taps..][..channels * taps],

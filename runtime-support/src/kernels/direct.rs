@@ -63,7 +63,7 @@ pub(super) fn direct(
         .zip(y.chunks_exact_mut(p.c_out * plane_out));
     // One part: an image's input, the first block it computes, where it writes.
     let compute = |(x, first, out): (&[f32], usize, Out<'_>), local: &mut [f32]| {
-        pulp::Arch::new().dispatch(Run {
+        super::simd::dispatch_narrow(Run {
             p,
             pool,
             x,

@@ -15,13 +15,20 @@
 //! loops, since `for_each`, `fold` and `sum` run through std's out-of-line `fold`
 //! implementations, compiled for the baseline.
 //!
+//! Two widths: [`dispatch_wide`] runs at AVX-512 (x86-64-v4) where the CPU has it,
+//! and only the products' micro-kernel goes through it (`packed.rs`, `blocked.rs`:
+//! half the instructions for the same multiply-adds). Every other kernel, and
+//! [`vectorize!`], is pinned to AVX2 by [`dispatch_narrow`]: they are written for
+//! blocks of eight channels, and loops compiled for AVX-512 ran slower (the Winograd
+//! transforms: `bench_winograd` 80 → 137 ms).
+//!
 //! The scalar math helpers below ([`exp`], [`sum`]) are written branch-free so that
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and
 //! `Iterator::sum` (a strictly ordered reduction) do not.
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
-/// Runs the block, compiled for the widest SIMD level the CPU supports.
+/// Runs the block, compiled for AVX2 where the CPU has it (else the best it has).
 macro_rules! vectorize {
     ($body:block) => {
         $crate::kernels::simd::dispatch(
@@ -32,10 +39,53 @@ macro_rules! vectorize {
 }
 pub(crate) use vectorize;
 
-/// Runs `f` under pulp's best instruction set; use it through [`vectorize!`].
+/// Runs `f` at AVX2 where the CPU has it, else pulp's best; use it through
+/// [`vectorize!`].
 #[inline(always)]
 pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v3) = pulp::x86::V3::try_new() {
+        return v3.vectorize(f);
+    }
     pulp::Arch::new().dispatch(f)
+}
+
+/// Runs `op` at eight lanes (AVX2) where the CPU has them.
+#[inline(always)]
+pub(crate) fn dispatch_narrow<Op: WithSimd>(op: Op) -> Op::Output {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v3) = pulp::x86::V3::try_new() {
+        return Simd::vectorize(v3, op);
+    }
+    pulp::Arch::new().dispatch(op)
+}
+
+/// Runs `op` at the widest vectors the CPU has (sixteen lanes with AVX-512).
+#[inline(always)]
+pub(crate) fn dispatch_wide<Op: WithSimd>(op: Op) -> Op::Output {
+    #[cfg(test)]
+    if NARROW_ONLY.get() {
+        return dispatch_narrow(op);
+    }
+    pulp::Arch::new().dispatch(op)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Makes [`dispatch_wide`] run at eight lanes on this thread, so that a test can
+    /// check its kernels at both widths on a CPU with AVX-512.
+    pub(crate) static NARROW_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` run twice, at the widest vectors and at eight lanes (the same where the CPU has
+/// no AVX-512).
+#[cfg(test)]
+pub(crate) fn at_both_widths<R>(f: impl Fn() -> R) -> [R; 2] {
+    let wide = f();
+    NARROW_ONLY.set(true);
+    let narrow = f();
+    NARROW_ONLY.set(false);
+    [wide, narrow]
 }
 
 /// Asks the CPU to bring the cache line holding `p` into cache: a hint, for a stream
@@ -232,7 +282,7 @@ pub(crate) fn map_vectors(f: VectorMap, bias: f32, x: Option<&[f32]>, y: &mut [f
     if let Some(x) = x {
         assert_eq!(x.len(), y.len(), "map_vectors: lengths");
     }
-    pulp::Arch::new().dispatch(MapVectors { f, bias, x, y });
+    dispatch_narrow(MapVectors { f, bias, x, y });
 }
 
 struct MapVectors<'a> {

@@ -70,11 +70,12 @@ pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;
 /// probe, 1.0 = the kernel it replaces) with F(4×4) from 16 tiles: 128→32 at 14²
 /// 0.66, 32→128 at 14² 0.61, 32→64 at 40² 0.79, 64→32 at 40² 0.78, 32→128 at 27²
 /// 0.72, 24→24 at 56² 0.89; with F(2×2) below 16 tiles: 128→32 at 7² 0.85, 32→128 at
-/// 7² 0.84, 64→32 at 7² 0.94, 48→192 at 7² 0.94 (im2col), 128→32 at 5² 1.0. Down to
-/// 16 since the transforms' 8×8 transposes stopped being calls (F(4×4) against the
-/// direct kernel, alternated in one process: 16→64 at 55² 0.64, 16→32 at 80² 0.64,
-/// 16→32 at 160² 0.65, 24→64 at 56² 0.52, 16→64 at 28² 0.57, 16→48 at 14² 0.60,
-/// 16→16 at 80² 0.78, 16→16 at 40² 0.87; F(2×2) on 16→32 at 7² 1.0).
+/// 7² 0.84, 64→32 at 7² 0.94, 48→192 at 7² 0.94 (im2col), 128→32 at 5² 1.0. With 16
+/// to 31 input channels, F(4×4) against the direct kernel, alternated in one process:
+/// 16→64 at 55² 0.64, 16→32 at 80² 0.64, 16→32 at 160² 0.65, 24→64 at 56² 0.52,
+/// 16→64 at 28² 0.57, 16→48 at 14² 0.60, 16→16 at 80² 0.78, 16→16 at 40² 0.87;
+/// F(2×2) on 16→32 at 7² 1.0. (An earlier 1.31 for 16→64 at 55², which had set the
+/// bound at 32, does not reproduce.)
 pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN: usize = 16;
 
 /// Least output channels for Winograd where the shape may decide

@@ -118,7 +118,8 @@ fn blocks_across_tile_rows() {
 }
 
 /// Layers with fewer input channels than a build over ranges takes, which run as
-/// Winograd where the shape decides (SqueezeNet's 32→128 at 27², 48→192 at 13²).
+/// Winograd where the shape decides (SqueezeNet's 16→64 at 55², 32→128 at 27²,
+/// 48→192 at 13²; yolov8n's 16→16 at 80²).
 #[test]
 fn few_input_channels() {
     for (k, (p, v)) in [
@@ -126,6 +127,9 @@ fn few_input_channels() {
         (same(1, 48, [13, 13], 72), Winograd::F4),
         (same(1, 33, [30, 29], 32), Winograd::F4),
         (same(1, 48, [7, 7], 40), Winograd::F2),
+        (same(1, 16, [55, 55], 64), Winograd::F4),
+        (same(1, 16, [21, 19], 16), Winograd::F4),
+        (same(1, 24, [6, 6], 16), Winograd::F2),
     ]
     .into_iter()
     .enumerate()
@@ -154,14 +158,17 @@ fn variant_by_shape_and_over_ranges() {
         (same(1, 32, [27, 27], 128), Some(Winograd::F4), None),
         (same(1, 48, [13, 13], 192), Some(Winograd::F4), None),
         (same(1, 48, [7, 7], 192), Some(Winograd::F2), None),
-        (same(1, 16, [55, 55], 64), None, None),
-        (same(1, 31, [13, 13], 64), None, None),
+        (same(1, 16, [55, 55], 64), Some(Winograd::F4), None),
+        (same(1, 31, [13, 13], 64), Some(Winograd::F4), None),
+        (same(1, 16, [80, 80], 16), Some(Winograd::F4), None),
+        (same(1, 15, [55, 55], 64), None, None),
+        (same(1, 64, [55, 55], 15), None, None),
         // The direct kernel's layers (DenseNet's 128→32 at 28², 14², 7²).
         (same(1, 128, [28, 28], 32), Some(Winograd::F4), None),
         (same(1, 128, [14, 14], 32), Some(Winograd::F4), None),
         (same(1, 128, [7, 7], 32), Some(Winograd::F2), None),
         (same(1, 32, [14, 14], 128), Some(Winograd::F4), None),
-        (same(1, 32, [56, 56], 31), None, None),
+        (same(1, 32, [56, 56], 31), Some(Winograd::F4), None),
         (
             params(1, 64, [56, 56], 64, [3, 3], [2, 2], [1, 1], [1; 4], 1),
             None,

@@ -204,7 +204,10 @@ fn transform_weights<W: Transforms<T, P>, const T: usize, const P: usize>(
 }
 
 /// `Tᵀ x T` of [`LANES`] patches or products `x[row][col]`, for the 1-D transform
-/// `t` (`v ↦ Tᵀ v`, from `P` points to `O`): along the columns, then the rows.
+/// `t` (`v ↦ Tᵀ v`, from `P` points to `O`): along the columns, then the rows. Give
+/// `t` as an `#[inline(always)]` closure: a function item is called through its
+/// `Fn::call` shim, which LLVM may leave out of line, compiled for the baseline
+/// (F(4×4)'s input transform was, at 6 % of a layer's time).
 #[inline(always)]
 fn transform_2d<const P: usize, const O: usize>(
     x: &[[Lanes; P]; P],
@@ -538,11 +541,18 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                 // past the patch, `j ≥ P`, are never used).
                 let mut d = [[[0.0; LANES]; P]; P];
                 for (i, d) in d.iter_mut().enumerate() {
-                    let runs = std::array::from_fn(|l| &window[patches[l] + i * cols..][..LANES]);
+                    let mut runs: [&[f32]; LANES] = [&[]; LANES];
+                    for (run, &at) in runs.iter_mut().zip(patches) {
+                        *run = &window[at + i * cols..][..LANES];
+                    }
                     let columns = self.transpose.rows(runs);
                     d.copy_from_slice(&columns[..P]);
                 }
-                let t = transform_2d(&d, W::input_1d);
+                let t = transform_2d(
+                    &d,
+                    #[inline(always)]
+                    |x| W::input_1d(x),
+                );
                 let at = ci * tiles.ld + g * LANES;
                 for (f, vf) in v[..P * P].iter_mut().enumerate() {
                     let to: &mut Lanes = (&mut vf[at..at + LANES]).try_into().expect("lanes");
@@ -574,7 +584,11 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             for (f, mf) in m.chunks(ms).take(P * P).enumerate() {
                 prods[f / P][f % P] = mf[at..at + LANES].try_into().expect("lanes");
             }
-            let mut tile = transform_2d(&prods, W::output_1d);
+            let mut tile = transform_2d(
+                &prods,
+                #[inline(always)]
+                |x| W::output_1d(x),
+            );
             bias_activate(
                 p.activation,
                 bias,
@@ -582,7 +596,10 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             );
             for (i, tile_row) in tile.iter().enumerate() {
                 // Lane `l`'s `T` outputs of this row are the first of run `l`.
-                let runs = std::array::from_fn(|j| tile_row.get(j).unwrap_or(&zeros).as_slice());
+                let mut runs: [&[f32]; LANES] = [&zeros; LANES];
+                for (run, out) in runs.iter_mut().zip(tile_row) {
+                    *run = out;
+                }
                 let lanes = self.transpose.rows(runs);
                 let count = LANES.min(tiles.n - g);
                 for (l, run) in lanes[..count].iter().enumerate() {

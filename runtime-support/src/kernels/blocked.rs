@@ -382,7 +382,7 @@ impl WithSimd for Run<'_> {
     type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, s: S) {
+    fn with_simd<S: Simd>(self, _: S) {
         let Run {
             b,
             run,
@@ -423,7 +423,7 @@ impl WithSimd for Run<'_> {
             weights_ahead,
             next: next.map(|(rows, cols)| (b, rows, cols)),
         };
-        let _ = s;
+        // Packed at eight lanes, multiplied at the widest.
         simd::dispatch_wide(blocks);
     }
 }

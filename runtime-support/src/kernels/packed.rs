@@ -184,7 +184,7 @@ impl Product<'_> {
 /// Panels one micro-kernel call reads, at `V` vectors of `S` a row: one with AVX2's
 /// two vectors of eight, two with AVX-512's vectors of sixteen (a `6 × 32` block of Y
 /// in twelve of its 32 registers: half the instructions of AVX2's `6 × 16` for the
-/// same multiply-adds, the broadcasts of A folded into them).
+/// same multiply-adds).
 pub(super) const fn panels_per_step<S: Simd, const V: usize>() -> usize {
     (V * S::F32_LANES).div_ceil(PANEL)
 }

@@ -36,6 +36,8 @@ rm -rf "$CLIPPY_TARGET_DIR"
 export CARGO_PROFILE_DEV_DEBUG=0
 echo "== cargo test --workspace --release --all-features"
 cargo test --workspace --release --all-features
+echo "== scripts/check-intrinsics.sh"
+scripts/check-intrinsics.sh
 echo "== the CUDA emulator tests under AddressSanitizer"
 scripts/cuda-emu-asan.sh
 scripts/runtime-asan.sh

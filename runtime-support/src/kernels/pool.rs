@@ -724,43 +724,48 @@ impl Pairs {
     /// past the columns the last output's window covers).
     #[inline(always)]
     fn fold(self, row: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32 + Copy) {
+        // Inside V3's target-feature function, so that the shuffles are inlined
+        // whatever the caller is compiled for.
         #[cfg(target_arch = "x86_64")]
-        {
-            let (avx, avx2) = (self.v3.avx, self.v3.avx2);
-            let load = |at: usize| -> std::arch::x86_64::__m256 {
-                let v: &[f32; BLOCK] = row[at..at + BLOCK].try_into().expect("a vector");
-                bytemuck::cast(*v)
-            };
-            // Even (`0x88`) or odd (`0xDD`) floats of `a` then `b`: the shuffle takes
-            // them in 128-bit halves, the permutation puts the halves in order.
-            let even = |a, b| -> [f32; BLOCK] {
-                let t = avx._mm256_castps_pd(avx._mm256_shuffle_ps::<0x88>(a, b));
-                bytemuck::cast(avx2._mm256_permute4x64_pd::<0xD8>(t))
-            };
-            let odd = |a, b| -> [f32; BLOCK] {
-                let t = avx._mm256_castps_pd(avx._mm256_shuffle_ps::<0xDD>(a, b));
-                bytemuck::cast(avx2._mm256_permute4x64_pd::<0xD8>(t))
-            };
-            for (k, out) in out.chunks_mut(BLOCK).enumerate() {
-                let at = 2 * BLOCK * k;
-                let (e, o) = (
-                    even(load(at), load(at + BLOCK)),
-                    odd(load(at), load(at + BLOCK)),
-                );
-                let e2 = even(load(at + 2), load(at + 2 + BLOCK));
-                let mut folded = [0.0; BLOCK];
-                for l in 0..BLOCK {
-                    folded[l] = f(f(e[l], o[l]), e2[l]);
-                }
-                if let Some(out) = out.first_chunk_mut::<BLOCK>() {
-                    *out = folded;
-                } else {
-                    for (o, &v) in out.iter_mut().zip(&folded) {
-                        *o = v;
+        self.v3.vectorize(
+            #[inline(always)]
+            || {
+                let (avx, avx2) = (self.v3.avx, self.v3.avx2);
+                let load = |at: usize| -> std::arch::x86_64::__m256 {
+                    let v: &[f32; BLOCK] = row[at..at + BLOCK].try_into().expect("a vector");
+                    bytemuck::cast(*v)
+                };
+                // Even (`0x88`) or odd (`0xDD`) floats of `a` then `b`: the shuffle takes
+                // them in 128-bit halves, the permutation puts the halves in order.
+                let even = |a, b| -> [f32; BLOCK] {
+                    let t = avx._mm256_castps_pd(avx._mm256_shuffle_ps::<0x88>(a, b));
+                    bytemuck::cast(avx2._mm256_permute4x64_pd::<0xD8>(t))
+                };
+                let odd = |a, b| -> [f32; BLOCK] {
+                    let t = avx._mm256_castps_pd(avx._mm256_shuffle_ps::<0xDD>(a, b));
+                    bytemuck::cast(avx2._mm256_permute4x64_pd::<0xD8>(t))
+                };
+                for (k, out) in out.chunks_mut(BLOCK).enumerate() {
+                    let at = 2 * BLOCK * k;
+                    let (e, o) = (
+                        even(load(at), load(at + BLOCK)),
+                        odd(load(at), load(at + BLOCK)),
+                    );
+                    let e2 = even(load(at + 2), load(at + 2 + BLOCK));
+                    let mut folded = [0.0; BLOCK];
+                    for l in 0..BLOCK {
+                        folded[l] = f(f(e[l], o[l]), e2[l]);
+                    }
+                    if let Some(out) = out.first_chunk_mut::<BLOCK>() {
+                        *out = folded;
+                    } else {
+                        for (o, &v) in out.iter_mut().zip(&folded) {
+                            *o = v;
+                        }
                     }
                 }
-            }
-        }
+            },
+        );
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (row, out, f);
     }

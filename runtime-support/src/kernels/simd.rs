@@ -48,17 +48,24 @@ pub(crate) use vectorize;
 /// (F(4×4) 16→64 at 55², 0.49 → 0.55 ms).
 #[inline(always)]
 pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    return match pulp::x86::V3::try_new() {
-        Some(v3) => v3.vectorize(f),
-        None => f(),
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    pulp::Arch::new().dispatch(f)
+    dispatch_narrow(Block(f))
 }
 
-/// Runs `op` at eight lanes (AVX2) where the CPU has them, else on scalars (one copy
-/// fewer than `pulp::Arch::dispatch`, as for [`dispatch`]).
+/// A [`vectorize!`] block as an operation for [`dispatch_narrow`]: it names no vector
+/// type, so any lanes do.
+struct Block<F>(F);
+
+impl<R, F: FnOnce() -> R> WithSimd for Block<F> {
+    type Output = R;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) -> R {
+        (self.0)()
+    }
+}
+
+/// Runs `op` at eight lanes (AVX2) where the CPU has them, else on scalars: one copy
+/// fewer than `pulp::Arch::dispatch` (see [`dispatch`]).
 #[inline(always)]
 pub(crate) fn dispatch_narrow<Op: WithSimd>(op: Op) -> Op::Output {
     #[cfg(target_arch = "x86_64")]

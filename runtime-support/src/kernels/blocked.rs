@@ -177,7 +177,7 @@ fn row_blocks(m: usize) -> usize {
 
 /// The column blocks of `n` positions: as few as hold at most `most` each, equal and
 /// in whole panels but the last (none empty: rounding up to panels may leave fewer).
-fn blocks(n: usize, most: usize) -> impl Iterator<Item = Range<usize>> + Clone {
+fn column_blocks(n: usize, most: usize) -> impl Iterator<Item = Range<usize>> + Clone {
     let width = n
         .div_ceil(n.div_ceil(most).max(1))
         .next_multiple_of(PANEL)
@@ -225,31 +225,32 @@ pub(crate) fn product(
     } else {
         block_cols(k, taps)
     };
-    let count = blocks(n, most).count();
-    // Fewer than four blocks a thread and more columns than rows: blocks narrowed to a
-    // multiple of the thread count, so that each thread packs only its own columns of
-    // B (the larger operand) where bands of rows would each pack all of it.
-    let narrow = threads > 1 && count < 4 * threads && n >= m && n >= 2 * threads * PANEL;
-    let most = if narrow {
-        n.div_ceil(count.next_multiple_of(threads))
-    } else {
-        most
-    };
-    let blocks = || blocks(n, most);
+    let blocks = || column_blocks(n, most);
     let count = blocks().count();
+    // Fewer than four blocks a thread and more columns than rows: still split by
+    // columns, so that each thread packs only its own columns of B (the larger
+    // operand) where bands of rows would each pack all of it.
+    let narrow = threads > 1 && count < 4 * threads && n >= m && n >= 2 * threads * PANEL;
     let fetch_b = k * n * size_of::<f32>() > FETCH_B_MIN_BYTES;
     if count >= 4 * threads || narrow {
-        // Runs of consecutive blocks, one run per thread (at least four blocks each:
-        // whole blocks share out evenly enough; or as many narrower ones each).
-        let start = |i: usize| blocks().nth(i).map_or(n, |b| b.start);
-        let runs =
-            (0..threads).map(|t| start(t * count / threads)..start((t + 1) * count / threads));
+        // One run of columns per thread, as even as whole panels make them, each cut
+        // into blocks of its own. Runs of whole blocks were up to a block apart:
+        // 128→128 at 28² (four blocks of 208, 208, 208 and 160) split 416 against 368.
+        // Every run but the last ends on a panel, so a column is a panel's or a
+        // tail's whatever the thread count, and sums the same.
+        let panels = n.div_ceil(PANEL);
+        let edge = |t: usize| (t * panels / threads * PANEL).min(n);
+        let runs = (0..threads)
+            .map(|t| edge(t)..edge(t + 1))
+            .filter(|run| !run.is_empty());
         threads::for_each_with_scratch(
             Split::new(y, false, runs),
             macs,
             scratch,
             |(run, mut y), scratch| {
-                let mut mine = blocks().filter(|b| run.contains(&b.start)).peekable();
+                let mut mine = column_blocks(run.len(), most)
+                    .map(|b| b.start + run.start..b.end + run.start)
+                    .peekable();
                 while let Some(cols) = mine.next() {
                     let out = y.as_mut().subcols_mut(cols.start - run.start, cols.len());
                     let ahead = Ahead {

@@ -2,7 +2,7 @@
 //! `Threads::install`: against the naive reference (the kernels' own tolerances) and
 //! bit for bit against the same kernel on one thread, since each output element is
 //! still one thread's sum in the same order (only its block differs). Every case
-//! has at least `MIN_WORK` (2^18) multiply-adds, so it is really shared.
+//! weighs at least `MIN_WORK` (2^18) multiply-adds, so it is really shared.
 
 use kiln_runtime::Threads;
 use kiln_runtime::kernels::{
@@ -50,6 +50,9 @@ fn conv2d_blocks_and_products_on_several_threads() {
         params(1, 300, [40, 40], 20, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 600, [24, 24], 10, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         params(1, 600, [24, 24], 640, [1, 1], [1, 1], [1, 1], [0; 4], 1),
+        // One position (a squeeze-excitation's 512→128): 65k multiply-adds, shared
+        // for its weights read (`WEIGHT_READ_MACS`), by bands of rows.
+        params(1, 512, [1, 1], 128, [1, 1], [1, 1], [1, 1], [0; 4], 1),
         // One block of 49 positions: its product is split by rows instead.
         params(1, 64, [7, 7], 128, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], 1),
         // Depthwise: planes shared out, padded ones bordered in each thread's scratch

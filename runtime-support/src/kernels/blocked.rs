@@ -227,7 +227,7 @@ pub(crate) fn product(
     // there are few columns the weights, each read once from L3 or memory and worth
     // several multiply-adds (a squeeze-excitation's 512→128 on one position, 65k
     // multiply-adds, takes 12 µs on one Zen 4 core: 5 GMAC/s against a product's 50).
-    let macs = (m * n * k).max(m * k * WEIGHT_READ_MACS);
+    let work = (m * n * k).max(m * k * WEIGHT_READ_MACS);
     let most = if n <= BLOCK_COLS_MAX && scratch.len() >= one_block_scratch_len(k, taps, n) {
         BLOCK_COLS_MAX
     } else {
@@ -253,7 +253,7 @@ pub(crate) fn product(
             .filter(|run| !run.is_empty());
         threads::for_each_with_scratch(
             Split::new(y, false, runs),
-            macs,
+            work,
             scratch,
             |(run, mut y), scratch| {
                 let mut mine = column_blocks(run.len(), most)
@@ -285,7 +285,7 @@ pub(crate) fn product(
         let bands = (0..m.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(m));
         threads::for_each_with_scratch(
             Split::new(y, true, bands),
-            macs,
+            work,
             scratch,
             |(rows, mut y), scratch| {
                 let w = &w[rows.start * k..rows.end * k];

@@ -28,7 +28,7 @@ use faer::traits::pulp::{self, Simd, WithSimd};
 use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
-use super::packed::{MR, PANEL, panel_of, panels_per_step, row_block, row_of};
+use super::packed::{MR, PANEL, half_panel_of, panel_of, panels_per_step, row_block, row_of};
 use super::simd;
 use super::window::Window;
 use crate::threads;
@@ -584,7 +584,21 @@ impl RowBlocks<'_> {
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
-                panel_of::<S, V>(s, k, a, lda, panels, y, accumulate);
+                // A last half panel apart at sixteen lanes, where it would fill half of
+                // each vector ([`half_panel_of`]).
+                let half = if S::F32_LANES > PANEL / 2 {
+                    cols.len() % PANEL
+                } else {
+                    0
+                };
+                let (whole, half_y) = y.split_at_col_mut(cols.len() - half);
+                if whole.ncols() > 0 {
+                    panel_of::<S, V>(s, k, a, lda, panels, whole, accumulate);
+                }
+                if half > 0 {
+                    let panel = &panels[(cols.len() - half) / PANEL * PANEL * k..];
+                    half_panel_of(k, a, lda, panel, half_y, accumulate);
+                }
             }
             if t > 0 {
                 let y = y.as_mut().subrows_mut(row, block).subcols_mut(paneled, t);
@@ -810,7 +824,10 @@ mod tests {
     fn blocked_products_agree_at_both_widths() {
         let shapes = SHAPES
             .into_iter()
-            .chain([(8, 40, BLOCK_K + 3), (6, 300, 20)]);
+            .chain([(8, 40, BLOCK_K + 3), (6, 300, 20)])
+            // A half panel after a whole one in the last step of sixteen lanes, and a
+            // 13×13 plane's (a half panel and a tail).
+            .chain([(11, 56, 20), (7, 169, 40)]);
         for (m, n, k) in shapes {
             let ld = n + 3;
             let (w, b) = (values(m, k, 3), values(k, ld, 4));

@@ -201,7 +201,7 @@ fn softmax_row(x: Option<&[f32]>, y: &mut [f32], log: bool) {
         let shift = m + s.ln();
         map_row(y, Row::source(x), Row::Splat(shift), |v, shift| v - shift);
     } else {
-        map_row(y, Row::source(x), Row::Splat(m), |v, m| simd::exp(v - m));
+        simd::map_vectors(simd::VectorMap::Exp, -m, x, y);
         let r = 1.0 / simd::sum(y);
         for y in y {
             *y *= r;

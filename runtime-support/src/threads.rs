@@ -286,6 +286,12 @@ pub(crate) fn current() -> usize {
 /// more than the share it saves.
 pub(crate) const MIN_WORK: usize = 1 << 18;
 
+/// A product's multiply-adds that one operation of a kernel outside the products'
+/// micro-kernel weighs against [`MIN_WORK`]: a depthwise multiply-add runs at about
+/// 12 GMAC/s on one Zen 4 core against a product's 50, and Winograd's input
+/// transform, counted as one, fell under the bound where sharing it paid.
+pub(crate) const SLOW_OP_MACS: usize = 4;
+
 /// Calls `f` on every item, the items shared out among the current run's threads as
 /// each becomes free when the call's `work` is at least [`MIN_WORK`]; otherwise on
 /// this thread, in order. Items are the disjoint parts of a kernel's output (row

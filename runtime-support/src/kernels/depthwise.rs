@@ -40,9 +40,7 @@ pub(super) fn depthwise(
 ) {
     let taps = p.kernel[0] * p.kernel[1];
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
-    // A multiply-add here costs about four of a product's (12 against 50 GMAC/s on
-    // one Zen 4 core): weighed as such against the threads' hand-off.
-    let work = y.len() * taps * 4;
+    let work = y.len() * taps * threads::SLOW_OP_MACS;
     // Blocks of channels are independent: with worker threads, each thread takes one
     // run of consecutive blocks an image, interleaving them in its own scratch. Runs,
     // not blocks handed out in turn: the layer before (a pointwise one, split by

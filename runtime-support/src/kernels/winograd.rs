@@ -462,11 +462,11 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             Some((channels, rows))
         });
         // The transform's operations (`P` for each of `P²` points a tile and channel),
-        // each weighed as four of a product's multiply-adds against the threads'
-        // hand-off: counted as one, F(4×4)'s 64 channels of 16 tiles (221k) fell under
-        // `MIN_WORK` and ran on this thread alone while the other waited (64→256 at 13²
-        // on 2 threads: 0.149–0.152 → 0.136 ms; 48→192: 0.098–0.124 → 0.090 ms).
-        let work = p.c_in * n * products * P * 4;
+        // each weighed as `SLOW_OP_MACS`: counted as one, F(4×4)'s 64 channels of 16
+        // tiles (221k) fell under `MIN_WORK` and ran on this thread alone while the
+        // other waited (64→256 at 13² on 2 threads: 0.149–0.152 → 0.136 ms; 48→192:
+        // 0.098–0.124 → 0.090 ms).
+        let work = p.c_in * n * products * P * threads::SLOW_OP_MACS;
         let window = &mut window[..tiles.window_rows * tiles.window_cols];
         threads::for_each_with_scratch(parts, work, window, |(channels, mut rows), window| {
             vectorize!({ self.transform_inputs(&tiles, channels, &mut rows, window) })

@@ -162,6 +162,22 @@ pub enum Activation {
     },
 }
 
+impl Activation {
+    /// Whether the activation never decreases (`x ≤ y` gives `f(x) ≤ f(y)`), so that it
+    /// commutes with a maximum: a max pool may then apply it to its pooled values
+    /// instead of to every value it pools. HardSwish and Swish dip below zero before
+    /// they rise, and do not.
+    pub fn is_monotonic(&self) -> bool {
+        match *self {
+            Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::Sigmoid => {
+                true
+            }
+            Activation::LeakyRelu { alpha } | Activation::HardSigmoid { alpha, .. } => alpha >= 0.0,
+            Activation::HardSwish | Activation::Swish { .. } => false,
+        }
+    }
+}
+
 /// 2-D convolution over NCHW, weights OIHW (ONNX layout), optional bias of length
 /// `c_out`, optional fused activation.
 #[derive(Debug, Clone, Copy, PartialEq)]

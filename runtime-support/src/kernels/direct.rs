@@ -24,7 +24,7 @@ use super::gemm::{self, Split};
 use super::packed::row_of;
 use super::pool::{fold_across, fold_runs};
 use super::window::Axis;
-use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
+use crate::params::{Activation, Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
 use crate::threads;
 
 /// Direct `conv2d`, and where `pool` is given a max pool over its output (`y` is then
@@ -193,11 +193,24 @@ impl WithSimd for Run<'_> {
             }
             Out::Band { y, first_row } => (*first_row..first_row + y.ncols() / p.w_out, y.nrows()),
         };
+        // An activation that never decreases commutes with the pool's maximum: it is
+        // applied to the pooled rows, a quarter as many values at stride 2, instead of
+        // to every convolution row (SqueezeNet's stem, 3→64 3×3 s2 at 224² with its
+        // ReLU and 3×3 s2 pool, one Zen 4 core: see `MaxPoolRows::activation`).
+        let pool_activates = pool.is_some() && p.activation.is_monotonic();
         let mut pooling = match (pool, &mut out) {
-            (Some(pool), Out::Planes(planes)) => {
-                Some(MaxPoolRows::new(p, pool, planes.len(), rest))
-            }
+            (Some(pool), Out::Planes(planes)) => Some(MaxPoolRows::new(
+                p,
+                pool,
+                planes.len(),
+                pool_activates.then_some(p.activation),
+                rest,
+            )),
             _ => None,
+        };
+        let activation = match pooling {
+            Some(ref m) if m.activation.is_some() => Activation::None,
+            _ => p.activation,
         };
         // A pool in floor mode may leave the last rows unread: they are not computed.
         let rows_out = match &pooling {
@@ -223,6 +236,7 @@ impl WithSimd for Run<'_> {
                     row,
                     weights: &weights[first * k_len * BLOCK..][..count * k_len * BLOCK],
                     bias: &biases[first * BLOCK..][..count * BLOCK],
+                    activation,
                 };
                 // Where the blocks' rows go: their pool rings' slots, or `out_rows`.
                 let (rows, at, stride) = match &mut pooling {
@@ -297,12 +311,23 @@ struct MaxPoolRows<'a> {
     column: &'a mut [f32],
     /// One pooled row (`tiles` positions).
     pooled: &'a mut [f32],
+    /// The layer's activation where it is applied to the pooled rows (it never
+    /// decreases, so it commutes with the maximum) rather than to the convolution's:
+    /// SqueezeNet's stem with its ReLU (3→64 3×3 s2 at 224², then 3×3 s2 to 55²), one
+    /// Zen 4 core, best of 1000 runs, alternated: 0.676–0.686 → 0.636–0.647 ms.
+    activation: Option<Activation>,
 }
 
 impl<'a> MaxPoolRows<'a> {
     /// The rings of the blocks of a run whose pooled planes take `out_len` floats, in
     /// `scratch` (what the direct kernel's own rows left of the thread's scratch).
-    fn new(p: &Conv2d, pool: &'a Pool2d, out_len: usize, scratch: &'a mut [f32]) -> Self {
+    fn new(
+        p: &Conv2d,
+        pool: &'a Pool2d,
+        out_len: usize,
+        activation: Option<Activation>,
+        scratch: &'a mut [f32],
+    ) -> Self {
         let rows @ [span, slot, reach, tiles] = p.max_pool_rows(pool);
         let blocks = (out_len / (pool.h_out * pool.w_out)).div_ceil(BLOCK);
         let (rings, rest) = scratch.split_at_mut(blocks * span * slot * BLOCK);
@@ -335,6 +360,7 @@ impl<'a> MaxPoolRows<'a> {
             rings,
             column,
             pooled,
+            activation,
         }
     }
 
@@ -392,6 +418,7 @@ impl<'a> MaxPoolRows<'a> {
             rings,
             column,
             pooled: pooled_row,
+            activation,
             ..
         } = self;
         let (span, slot, reach, tiles) = (*span, *slot, *reach, *tiles);
@@ -415,6 +442,9 @@ impl<'a> MaxPoolRows<'a> {
             fold_runs(column, rows, f32::max);
             let row = &mut pooled_row[..tiles * BLOCK];
             fold_across(column, &mut row[..pool.w_out * BLOCK], across, f32::max);
+            if let Some(activation) = *activation {
+                bias_activate(activation, 0.0, &mut row[..pool.w_out * BLOCK]);
+            }
             deinterleave_row(geometry, row, ph, out, transpose);
         }
     }
@@ -451,6 +481,8 @@ struct Block<'a> {
     /// The blocks' packed weights (`[block][c_in][kh][kw][channel]`) and biases.
     weights: &'a [f32],
     bias: &'a [f32],
+    /// The activation of the finished rows: the layer's, unless a pool applies it.
+    activation: Activation,
 }
 
 /// [`output_rows`], then the activation over each finished row while it is in L1: in
@@ -469,7 +501,7 @@ fn finished_rows<S: Simd, const NB: usize>(
         _ => output_rows::<pulp::Scalar, BLOCK, NB>(pulp::Scalar::new(), b, oh, &mut rows),
     }
     for row in rows {
-        bias_activate(b.p.activation, 0.0, &mut row[..b.p.w_out * BLOCK]);
+        bias_activate(b.activation, 0.0, &mut row[..b.p.w_out * BLOCK]);
     }
 }
 

@@ -513,7 +513,9 @@ pub(crate) fn conv_then_pool(
 /// SqueezeNet's stem (3×3 s2, then 3×3 s2 unpadded), ResNet's (7×7 s2, then 3×3 s2
 /// padded), ShuffleNet's 24 channels (a partial block at 20), `ceil_mode` windows past
 /// the pads, a dilated pool, a stride-1 pool as large as its input, 2×2 at stride 2,
-/// two images, and activations with and without a vector form.
+/// two images, and activations with and without a vector form, applied after the
+/// maximum where they never decrease (a maximum of activated values is the activated
+/// maximum) and before it where they do not.
 #[test]
 fn direct_then_max_pool() {
     let cases = [
@@ -574,7 +576,19 @@ fn direct_then_max_pool() {
             true,
         ),
     ];
-    let activations = [Activation::None, Activation::Relu, Activation::Sigmoid];
+    // Those that never decrease are applied to the pooled values, the others
+    // (HardSwish) to the convolution's: either way as the reference, bit for bit.
+    let activations = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Sigmoid,
+        Activation::LeakyRelu { alpha: 0.1 },
+        Activation::Clip {
+            min: -0.5,
+            max: 0.5,
+        },
+        Activation::HardSwish,
+    ];
     for (i, (conv, kernel, stride, dilation, pads, ceil)) in cases.into_iter().enumerate() {
         let pool = max_pool_of(&conv, kernel, stride, dilation, pads, ceil);
         let mut rng = Rng::new(90 + i as u64);

@@ -812,6 +812,12 @@ fn fold_strided(
     };
     let positions = &positions[..last * sw + (kw - 1) * dw + 1];
     for (ow, out) in outputs.iter_mut().enumerate() {
+        // Opaque to LLVM, so that it vectorises each position's eight lanes (one
+        // vector operation a tap) instead of this loop, eight positions at a time from
+        // lanes gathered one by one (`vinsertps`): SqueezeNet's stem, whose fused pool
+        // folds 64 channels of 111 columns at stride 2 a row, one Zen 4 core, best of
+        // 1000 runs, alternated: 0.636–0.647 → 0.573–0.577 ms.
+        let ow = std::hint::black_box(ow);
         let window = &positions[ow * sw..][..(kw - 1) * dw + 1];
         let mut acc = window[0];
         for kj in 1..kw {

@@ -79,6 +79,32 @@ pub(crate) fn dispatch_narrow<Op: WithSimd>(op: Op) -> Op::Output {
     pulp::Arch::new().dispatch(op)
 }
 
+/// Runs `op` at eight lanes as [`dispatch_narrow`] does, but compiled for AVX-512
+/// where the CPU has it ([`wide_registers`]): the same AVX2 operations, with 32
+/// vector registers instead of 16, for tiles that want more accumulators than 16
+/// registers hold (the direct kernel's four blocks at once).
+#[inline(always)]
+pub(crate) fn dispatch_narrow_wide_registers<Op: WithSimd>(op: Op) -> Op::Output {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v4) = pulp::x86::V4::try_new() {
+        let v3: pulp::x86::V3 = *v4;
+        return v4.vectorize(
+            #[inline(always)]
+            move || op.with_simd(v3),
+        );
+    }
+    dispatch_narrow(op)
+}
+
+/// Whether [`dispatch_narrow_wide_registers`] gives its operation 32 vector registers.
+#[inline(always)]
+pub(crate) fn wide_registers() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return pulp::x86::V4::try_new().is_some();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Runs `op` at the widest vectors the CPU has (sixteen lanes with AVX-512).
 #[inline(always)]
 pub(crate) fn dispatch_wide<Op: WithSimd>(op: Op) -> Op::Output {

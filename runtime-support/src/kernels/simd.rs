@@ -22,7 +22,10 @@
 //! 410k floats 0.194 → 0.121 ms, Sigmoid 0.153 → 0.106 on one Zen 4 core). Every
 //! other kernel, and [`vectorize!`], is pinned to AVX2 by [`dispatch_narrow`]: they
 //! are written for blocks of eight channels, and loops compiled for AVX-512 ran
-//! slower (the Winograd transforms: `bench_winograd` 80 → 137 ms).
+//! slower (the Winograd transforms: `bench_winograd` 80 → 137 ms). The direct
+//! convolution's explicit eight-lane tiles are compiled for AVX-512 all the same
+//! ([`dispatch_narrow_wide_registers`]), for its 32 registers: they hold twice the
+//! accumulators.
 //!
 //! The scalar math helpers below ([`exp`], [`sum`]) are written branch-free so that
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and

@@ -28,7 +28,9 @@ use faer::traits::pulp::{self, Simd, WithSimd};
 use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
-use super::packed::{MR, PANEL, half_panel_of, panel_of, panels_per_step, row_block, row_of};
+use super::packed::{
+    MR, PANEL, Panels, half_panel_of, panel_of, panels_per_step, row_block, row_of,
+};
 use super::simd;
 use super::window::Window;
 use crate::threads;
@@ -425,7 +427,7 @@ impl WithSimd for Run<'_> {
             k,
             a,
             lda,
-            panels: &panels[..paneled.div_ceil(PANEL) * PANEL * k],
+            panels: Panels::packed(&panels[..paneled.div_ceil(PANEL) * PANEL * k], k),
             tail: tail_k,
             y,
             accumulate,
@@ -521,7 +523,8 @@ struct RowBlocks<'a> {
     k: usize,
     a: &'a [f32],
     lda: usize,
-    panels: &'a [f32],
+    /// The block's columns in whole vectors.
+    panels: Panels<'a>,
     tail: &'a [f32],
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
@@ -562,7 +565,7 @@ impl RowBlocks<'_> {
         let t = tail.len() / k;
         let paneled = n - t;
         let width = panels_per_step::<S, V>() * PANEL;
-        let shares = panels.len().div_ceil(width * k);
+        let shares = paneled.div_ceil(width);
         let mut next_b =
             next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
         let mut row = 0;
@@ -572,7 +575,8 @@ impl RowBlocks<'_> {
             let a = &a[row * lda..];
             let mut weights = (weights_ahead && next > 0)
                 .then(|| Fetch::new(&a[block * lda..], lda, next, k, shares));
-            for (p, panels) in panels.chunks(width * k).enumerate() {
+            for p in 0..shares {
+                let panels = panels.from(p * width / PANEL);
                 if let Some(weights) = &mut weights {
                     weights.step();
                 }
@@ -596,7 +600,7 @@ impl RowBlocks<'_> {
                     panel_of::<S, V>(s, k, a, lda, panels, whole, accumulate);
                 }
                 if half > 0 {
-                    let panel = &panels[(cols.len() - half) / PANEL * PANEL * k..];
+                    let panel = panels.from((cols.len() - half) / PANEL);
                     half_panel_of(k, a, lda, panel, half_y, accumulate);
                 }
             }

@@ -40,6 +40,7 @@ use std::ops::Range;
 use super::depthwise::Transpose;
 use super::elementwise::bias_activate;
 use super::gemm::{self, Operand, Split};
+use super::packed::{self, PANEL, Panels};
 use super::simd::vectorize;
 use crate::params::{
     Conv2d, WINOGRAD_LANES, WINOGRAD_MAX_BANDS, WINOGRAD_MAX_BLOCK, WINOGRAD_SKEW, Winograd,
@@ -342,6 +343,26 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
     }
 }
 
+/// `M[f] = U[f] · V[f]` for one product `f` of a block: `u` its weights (`y.nrows() ×
+/// c_in`), `v` its transformed input (`c_in` rows `ld` apart, then [`SKEW`] floats),
+/// read in place by the packed product's micro-kernel, whose last panel may read up
+/// to a panel past a row's `y.ncols()` tiles: the next row's, or the skew (lanes that
+/// are never stored). `shared` shares `y`'s rows among the run's threads.
+fn multiply(u: &[f32], c_in: usize, v: &[f32], ld: usize, y: faer::MatMut<'_, f32>, shared: bool) {
+    if ld < PANEL {
+        // Rows shorter than a panel (a block of at most 8 tiles).
+        let lhs = Operand::rows(u, c_in).view(y.nrows(), c_in);
+        let rhs = Operand::rows(v, ld).view(c_in, y.ncols());
+        return gemm::product(y, faer::Accum::Replace, lhs, rhs, 1.0);
+    }
+    let v = Panels::rows(v, ld);
+    if shared {
+        packed::product_shared(u, c_in, v, c_in, y, false);
+    } else {
+        packed::product(u, c_in, v, c_in, y, false);
+    }
+}
+
 /// One image of a layer: its input, weights and bias, and its variant's geometry.
 struct Layer<'a, W, const T: usize, const P: usize> {
     p: &'a Conv2d,
@@ -401,16 +422,10 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             });
             for f in 0..products {
                 let (low, high) = region.split_at_mut(v_at + f * vs);
-                let (m, v) = (&mut low[f * ms..][..m_len], &high[..v_len]);
-                let u = Operand::rows(&self.u[f * p.c_out * p.c_in..], p.c_in);
-                let lhs = u.view(p.c_out, p.c_in);
-                let rhs = Operand::rows(v, ld).view(p.c_in, n);
+                let (m, v) = (&mut low[f * ms..][..m_len], &high[..vs]);
+                let u = &self.u[f * p.c_out * p.c_in..][..p.c_out * p.c_in];
                 let dst = gemm::row_major_mut(m, p.c_out, n, ld);
-                if share {
-                    gemm::product_shared(dst, faer::Accum::Replace, lhs, rhs, 1.0);
-                } else {
-                    gemm::product(dst, faer::Accum::Replace, lhs, rhs, 1.0);
-                }
+                multiply(u, p.c_in, v, ld, dst, share);
             }
             vectorize!({
                 for (co, y) in out.as_mut().row_iter_mut().enumerate() {
@@ -492,11 +507,9 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         let macs = products * p.c_out * p.c_in * n;
         threads::for_each(parts, macs, |(rows, band, ms, mut y)| {
             for f in 0..products {
-                let u = &self.u[(f * p.c_out + rows.start) * p.c_in..];
-                let lhs = Operand::rows(u, p.c_in).view(rows.len(), p.c_in);
-                let rhs = Operand::rows(&v[f * vs..], ld).view(p.c_in, n);
+                let u = &self.u[(f * p.c_out + rows.start) * p.c_in..][..rows.len() * p.c_in];
                 let dst = gemm::row_major_mut(&mut band[f * ms..], rows.len(), n, ld);
-                gemm::product(dst, faer::Accum::Replace, lhs, rhs, 1.0);
+                multiply(u, p.c_in, &v[f * vs..][..vs], ld, dst, false);
             }
             vectorize!({
                 for (i, y) in y.as_mut().row_iter_mut().enumerate() {

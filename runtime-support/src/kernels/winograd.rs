@@ -53,8 +53,10 @@ const LANES: usize = WINOGRAD_LANES;
 /// Floats between one product's matrix and the next (`V[f]`, `M[f]`) past its end: a
 /// matrix of 16-float rows and 64, 128, … of them is 4 KiB long, and the transforms'
 /// 16 or 36 reads or writes 4 KiB apart meet in one set of L1 (64→64 F(4×4) at 56²:
-/// 1.07× as many cycles with matrices end to end).
+/// 1.07× as many cycles with matrices end to end). It is also where a product's last
+/// panel reads past `V[f]`'s last row ([`multiply`]): at least a panel.
 const SKEW: usize = WINOGRAD_SKEW;
+const _: () = assert!(SKEW >= PANEL);
 
 /// The most products of a variant (F(4×4)'s 36).
 const MAX_PRODUCTS: usize = 36;

@@ -285,39 +285,32 @@ pub(super) fn half_panel_of(
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
 ) {
-    super::simd::dispatch_narrow(HalfPanel {
+    super::simd::dispatch_narrow(HalfPanel(Product {
         k,
         a,
         lda,
-        panel,
+        b: panel,
         y,
         accumulate,
-    });
+    }));
 }
 
-/// [`half_panel_of`]'s operands.
-struct HalfPanel<'a> {
-    k: usize,
-    a: &'a [f32],
-    lda: usize,
-    panel: Panels<'a>,
-    y: faer::MatMut<'a, f32>,
-    accumulate: bool,
-}
+/// [`half_panel_of`]'s operands: a [`Product`] of one panel.
+struct HalfPanel<'a>(Product<'a>);
 
 impl WithSimd for HalfPanel<'_> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
-        let HalfPanel {
+        let Product {
             k,
             a,
             lda,
-            panel,
+            b: panel,
             y,
             accumulate,
-        } = self;
+        } = self.0;
         assert!(y.ncols() <= PANEL / 2, "half panel: shape");
         if S::F32_LANES == PANEL / 2 {
             rows_of::<S, 1>(s, y.nrows(), k, a, lda, panel, y, accumulate);

@@ -11,9 +11,12 @@
 //! `KILN_BENCH_COUNTS=1` adds a table of CPU cycles and instructions per inference
 //! (user space, from Linux `perf stat`), for Kiln and onnxruntime: a ratio that holds
 //! on a shared machine whose clock and neighbours make times wander by tens of
-//! percent. Each side runs twice in a process of its own under `perf stat`, with 2
-//! and `2 + KILN_BENCH_RUNS` inferences; the difference leaves out start-up, weight
-//! loading and onnxruntime's session set-up. Kiln's process is this bench binary,
+//! percent. `KILN_BENCH_COUNTS=callgrind` counts instructions under valgrind's
+//! callgrind instead, where the machine has no hardware counters (both sides then run
+//! their AVX2 code, and slowly: see `support/counts.rs`; pick small models). Each
+//! side runs twice in a process of its own under the counter, with 2 and `2 + extra`
+//! inferences; the difference leaves out start-up, weight loading and onnxruntime's
+//! session set-up. Kiln's process is this bench binary,
 //! re-run with `KILN_BENCH_CHILD=MODEL:RUNS`.
 
 use std::path::Path;
@@ -22,9 +25,9 @@ use std::time::Instant;
 
 use kiln_tests::{bytes, load_npy, zoo};
 
-#[path = "support/perf_counts.rs"]
-mod perf_counts;
-use perf_counts::{extra_runs, geometric_mean, print_counts};
+#[path = "support/counts.rs"]
+mod counts;
+use counts::{Counter, geometric_mean};
 
 #[path = "support/rounds.rs"]
 mod rounds;
@@ -136,13 +139,13 @@ fn main() {
             ratios.len()
         );
     }
-    if std::env::var("KILN_BENCH_COUNTS").is_ok_and(|v| v == "1") {
-        counts_table(measured);
+    if let Some(counter) = Counter::from_env() {
+        counts_table(counter, measured);
     }
 }
 
 /// The counts table (see the module documentation).
-fn counts_table(measured: Vec<(&'static kiln_tests::ZooModel, f64)>) {
+fn counts_table(counter: Counter, measured: Vec<(&'static kiln_tests::ZooModel, f64)>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let exe = std::env::current_exe().expect("this bench's path");
     let rows = measured.into_iter().map(|(m, ms)| {
@@ -163,12 +166,12 @@ fn counts_table(measured: Vec<(&'static kiln_tests::ZooModel, f64)>) {
         };
         (
             m.name.trim_end_matches("_random"),
-            extra_runs(ms),
+            counter.extra_runs(ms),
             kiln,
             ort,
         )
     });
-    print_counts(rows);
+    counter.print_table(rows);
 }
 
 macro_rules! timers {

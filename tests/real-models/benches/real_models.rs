@@ -17,8 +17,9 @@
 //! working memory; bound: the liveness lower bound without in-place aliasing.
 //!
 //! `KILN_BENCH_COUNTS=1` adds a table of CPU cycles and instructions per inference
-//! for Kiln and onnxruntime from `perf stat`, as the zoo bench does (see
-//! `tests/benches/zoo.rs`); Kiln's process is this bench re-run with
+//! for Kiln and onnxruntime from `perf stat`, `KILN_BENCH_COUNTS=callgrind` one of
+//! instructions from callgrind, as the zoo bench does (see `tests/benches/zoo.rs`),
+//! single-threaded; Kiln's process is this bench re-run with
 //! `KILN_BENCH_CHILD=MODEL:RUNS`.
 
 use std::path::Path;
@@ -29,9 +30,9 @@ use kiln_real_models::{
     Compiled, RealModel, data_path, module_inputs, ort_median_ms, real_models, require_data,
 };
 
-#[path = "../../benches/support/perf_counts.rs"]
-mod perf_counts;
-use perf_counts::{extra_runs, geometric_mean, print_counts};
+#[path = "../../benches/support/counts.rs"]
+mod counts;
+use counts::{Counter, geometric_mean};
 
 #[path = "../../benches/support/rounds.rs"]
 mod rounds;
@@ -153,14 +154,14 @@ fn main() {
     for f in failed {
         println!("not measured: {f}");
     }
-    if std::env::var("KILN_BENCH_COUNTS").is_ok_and(|v| v == "1") {
-        counts_table(measured);
+    if let Some(counter) = Counter::from_env() {
+        counts_table(counter, measured);
     }
 }
 
 /// The counts table, single-threaded (see the module documentation), for the models
 /// measured above with their median times.
-fn counts_table(measured: Vec<(&'static RealModel, f64)>) {
+fn counts_table(counter: Counter, measured: Vec<(&'static RealModel, f64)>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let exe = std::env::current_exe().expect("this bench's path");
     let rows = measured.into_iter().map(|(m, ms)| {
@@ -180,7 +181,7 @@ fn counts_table(measured: Vec<(&'static RealModel, f64)>) {
             c.arg(n.to_string()).env_remove("KILN_BENCH_THREADS");
             c
         };
-        (m.name, extra_runs(ms), kiln, ort)
+        (m.name, counter.extra_runs(ms), kiln, ort)
     });
-    print_counts(rows);
+    counter.print_table(rows);
 }

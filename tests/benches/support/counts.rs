@@ -114,14 +114,17 @@ impl Counter {
             .collect())
     }
 
-    /// Inferences the longer run adds for a model that takes `ms` a run. Under `perf
-    /// stat`, about two seconds' worth, so that they outweigh what start-up varies by
-    /// (importing onnxruntime in Python alone is a few billion instructions); callgrind
-    /// counts a process the same on every run, and two suffice.
+    /// Inferences the longer run adds for a model that takes `ms` a run, so that they
+    /// outweigh what start-up varies by. Under `perf stat`, about two seconds' worth
+    /// (importing onnxruntime in Python alone is a few billion instructions, and the
+    /// counts wander). Callgrind's counts of a process vary far less, but still by
+    /// more than a 0.1 ms model executes (Silero VAD's difference over two inferences
+    /// came out negative): about 20 ms' worth, at least two.
     pub fn extra_runs(self, ms: f64) -> usize {
+        let worth = |total_ms: f64| (total_ms / ms.max(1e-3)).ceil() as usize;
         match self {
-            Counter::Perf => ((2000.0 / ms.max(1e-3)).ceil() as usize).clamp(10, 20_000),
-            Counter::Callgrind => 2,
+            Counter::Perf => worth(2000.0).clamp(10, 20_000),
+            Counter::Callgrind => worth(20.0).clamp(2, 400),
         }
     }
 
@@ -152,6 +155,12 @@ impl Counter {
                 self.per_inference(kiln, extra),
                 self.per_inference(ort, extra),
             ) {
+                (Ok(k), Ok(o)) if k.iter().chain(&o).any(|&c| c <= 0.0) => {
+                    println!(
+                        "{name:<24} no counts: the runs' set-up varied by more than \
+                         {extra} inferences add"
+                    );
+                }
                 (Ok(k), Ok(o)) => {
                     print!("{name:<24}");
                     for i in 0..events.len() {

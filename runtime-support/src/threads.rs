@@ -143,6 +143,9 @@ impl Threads {
         let Some(pool) = &self.pool else {
             return f();
         };
+        // Whether this thread or a worker takes a part that runs on faer varies from
+        // run to run: set up faer's memory for this thread before the first run.
+        crate::kernels::gemm::prepare_thread();
         let _restore = Restore(CURRENT.with(|c| c.replace(Some(pool.clone()))));
         f()
     }
@@ -233,9 +236,11 @@ impl Pool {
     }
 
     /// A worker's life: wait for a job, join it unless it is closed, run it on its own
-    /// scratch, report, until shutdown. The scratch is allocated once, here.
+    /// scratch, report, until shutdown. The scratch is allocated once, here, and so is
+    /// faer's packing memory ([`crate::kernels::gemm::prepare_thread`]).
     fn work(&self) {
         let mut scratch = vec![0.0f32; self.scratch_len];
+        crate::kernels::gemm::prepare_thread();
         let mut seen = 0;
         loop {
             for _ in 0..SPIN {

@@ -4,7 +4,10 @@
 //! threads, after one warm-up run.
 //!
 //! The warm-up matters: faer sets up its thread-local packing buffer on each thread's
-//! first large product. The workers' kernel scratch is allocated when they start, in
+//! first product, which the pool now makes happen when a worker starts and when it is
+//! installed on the calling thread (`gemm::prepare_thread`): which thread takes a part
+//! that runs on faer varies from run to run, and before that about one run in seven
+//! allocated here. The workers' kernel scratch is allocated when they start, in
 //! `Context::with_threads`.
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -144,6 +144,31 @@ pub(crate) fn product(
     clear_upper_registers();
 }
 
+/// Makes faer set up its per-thread packing memory (`private_gemm_x86`'s, sized by
+/// the L3 cache) on the calling thread now, if it has not: faer allocates it on a
+/// thread's first product, and which thread of a pool takes a part that runs on faer
+/// (a Winograd block of at most 8 tiles: ResNet-50's 7² layers at 2 threads) changes
+/// from run to run, so any thread could reach its first one in any run. Called when a
+/// worker starts and when a pool is installed on a thread.
+pub(crate) fn prepare_thread() {
+    thread_local! {
+        static PREPARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if PREPARED.replace(true) {
+        return;
+    }
+    let (m, k, n) = (64, 64, 16);
+    let (a, b, mut c) = (
+        vec![0.0f32; m * k],
+        vec![0.0f32; k * n],
+        vec![0.0f32; m * n],
+    );
+    let a = faer::MatRef::from_row_major_slice(&a, m, k);
+    let b = faer::MatRef::from_row_major_slice(&b, k, n);
+    let c = faer::MatMut::from_row_major_slice_mut(&mut c, m, n);
+    product(c, faer::Accum::Replace, a, b, 1.0);
+}
+
 /// A matrix cut into consecutive blocks of rows (or columns), disjoint views that
 /// threads can write at once, each with its row (column) range.
 pub(crate) struct Split<'a, R> {

@@ -117,9 +117,10 @@ impl Counter {
     /// Inferences the longer run adds for a model that takes `ms` a run, so that they
     /// outweigh what start-up varies by. Under `perf stat`, about two seconds' worth
     /// (importing onnxruntime in Python alone is a few billion instructions, and the
-    /// counts wander). Callgrind's counts of a process vary far less, but still by
-    /// more than a 0.1 ms model executes (Silero VAD's difference over two inferences
-    /// came out negative): about 20 ms' worth, at least two.
+    /// counts wander). Under callgrind Kiln's process counts the same on every run,
+    /// but onnxruntime's set-up varies by millions of instructions, more than a 0.1 ms
+    /// model executes (Silero VAD's difference over two inferences came out negative):
+    /// about 20 ms' worth, at least two, and its ratios are good to about ±10 %.
     pub fn extra_runs(self, ms: f64) -> usize {
         let worth = |total_ms: f64| (total_ms / ms.max(1e-3)).ceil() as usize;
         match self {

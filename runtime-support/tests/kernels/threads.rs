@@ -80,6 +80,22 @@ fn conv2d_blocks_and_products_on_several_threads() {
             48,
         ),
         params(1, 96, [28, 28], 96, [3, 3], [1, 1], [1, 1], [0; 4], 96),
+        // Depthwise in bands of output rows of every block (more positions than
+        // channels, tall bands on whole cache lines): a partial block, three bands at
+        // 3 threads (22, 22 and 20 rows); stride 2, 5×5, two images, bands at 2
+        // threads only.
+        params(1, 20, [64, 64], 20, [3, 3], [1, 1], [1, 1], [1; 4], 20),
+        params(
+            2,
+            24,
+            [68, 64],
+            24,
+            [5, 5],
+            [2, 2],
+            [1, 1],
+            [2, 1, 2, 2],
+            24,
+        ),
         // Strided 1×1 (through im2col) and a 7×7 stem.
         params(1, 32, [28, 28], 64, [1, 1], [2, 2], [1, 1], [0; 4], 1),
         params(1, 3, [64, 64], 16, [7, 7], [2, 2], [1, 1], [3, 3, 3, 3], 1),

@@ -767,6 +767,18 @@ fn tail_by<S: Simd, const R: usize, const T: usize, const U: usize>(
     }
 }
 
+/// The vector of `v` at `at` (what is left of it where `PARTIAL`). Not a closure, which
+/// would not inherit the caller's target features where the inliner left it out of
+/// line.
+#[inline(always)]
+fn load_from<S: Simd, const PARTIAL: bool>(s: S, v: &[f32], at: usize) -> S::f32s {
+    if PARTIAL {
+        s.partial_load_f32s(&v[at..])
+    } else {
+        load::<S>(&v[at..][..S::F32_LANES])
+    }
+}
+
 /// `R` rows of A against the `T` tail columns (each `k` long): `R × T × U`
 /// accumulators of a vector of `k` each (`U` along `k`), summed across at the end.
 #[inline(always)]
@@ -798,21 +810,13 @@ fn dots<S: Simd, const R: usize, const T: usize, const U: usize>(
         u: usize,
         acc: &mut [[[S::f32s; U]; T]; R],
     ) {
-        let lanes = S::F32_LANES;
-        let load = |v: &[f32]| {
-            if PARTIAL {
-                s.partial_load_f32s(&v[at..])
-            } else {
-                load::<S>(&v[at..][..lanes])
-            }
-        };
         // (A loop, not `array::from_fn`, whose closure stays a call in this loop.)
         let mut xs = [s.splat_f32s(0.0); T];
         for t in 0..T {
-            xs[t] = load(cols[t]);
+            xs[t] = load_from::<S, PARTIAL>(s, cols[t], at);
         }
         for r in 0..R {
-            let av = load(rows[r]);
+            let av = load_from::<S, PARTIAL>(s, rows[r], at);
             for t in 0..T {
                 acc[r][t][u] = s.mul_add_e_f32s(av, xs[t], acc[r][t][u]);
             }

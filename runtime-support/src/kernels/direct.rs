@@ -703,17 +703,18 @@ fn three_by_three_row<S: Simd, const SW: usize>(
                     slot = 0;
                 }
                 let weights = &weights[ki * K * BLOCK..][..K * BLOCK];
-                // Tap `kj` of the window row at accumulator `a`.
-                let mul_add = |acc: &mut S::f32s, a: usize, kj: usize| {
+                // Tap `kj` of the window row at accumulator `a`: where its weights
+                // start, and its input. Scalars only: a closure does not inherit the
+                // caller's target features, so the vector operations stay outside.
+                let tap = |a: usize, kj: usize| {
                     let (position, v) = (a / per_position, a % per_position);
-                    let weight = load::<S>(&weights[kj * BLOCK + v * lanes..][..lanes]);
                     let at = (ow + position) * SW + kj;
                     debug_assert!(at < in_row.len());
                     // SAFETY: `at` is input position `(ow + position)·SW + kj` of the
                     // ring row, at most the farthest one the assertion above checked to
                     // lie inside it.
                     let x = unsafe { *in_row.get_unchecked(at) };
-                    *acc = s.mul_add_e_f32s(weight, s.splat_f32s(x), *acc);
+                    (&weights[kj * BLOCK + v * lanes..][..lanes], x)
                 };
                 if SW == 2 {
                     // Positions outermost: the input two neighbouring windows share
@@ -722,13 +723,15 @@ fn three_by_three_row<S: Simd, const SW: usize>(
                     // a whole tap and spilled them: 3→16 at 112² 0.168 → 0.156 ms.
                     for (a, acc) in acc.iter_mut().enumerate() {
                         for kj in 0..K {
-                            mul_add(acc, a, kj);
+                            let (weight, x) = tap(a, kj);
+                            *acc = s.mul_add_e_f32s(load::<S>(weight), s.splat_f32s(x), *acc);
                         }
                     }
                 } else {
                     for kj in 0..K {
                         for (a, acc) in acc.iter_mut().enumerate() {
-                            mul_add(acc, a, kj);
+                            let (weight, x) = tap(a, kj);
+                            *acc = s.mul_add_e_f32s(load::<S>(weight), s.splat_f32s(x), *acc);
                         }
                     }
                 }

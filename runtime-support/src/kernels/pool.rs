@@ -730,28 +730,18 @@ impl Pairs {
         self.v3.vectorize(
             #[inline(always)]
             || {
-                let (avx, avx2) = (self.v3.avx, self.v3.avx2);
+                let v3 = self.v3;
                 let load = |at: usize| -> std::arch::x86_64::__m256 {
                     let v: &[f32; BLOCK] = row[at..at + BLOCK].try_into().expect("a vector");
                     bytemuck::cast(*v)
                 };
-                // Even (`0x88`) or odd (`0xDD`) floats of `a` then `b`: the shuffle takes
-                // them in 128-bit halves, the permutation puts the halves in order.
-                let even = |a, b| -> [f32; BLOCK] {
-                    let t = avx._mm256_castps_pd(avx._mm256_shuffle_ps::<0x88>(a, b));
-                    bytemuck::cast(avx2._mm256_permute4x64_pd::<0xD8>(t))
-                };
-                let odd = |a, b| -> [f32; BLOCK] {
-                    let t = avx._mm256_castps_pd(avx._mm256_shuffle_ps::<0xDD>(a, b));
-                    bytemuck::cast(avx2._mm256_permute4x64_pd::<0xD8>(t))
-                };
                 for (k, out) in out.chunks_mut(BLOCK).enumerate() {
                     let at = 2 * BLOCK * k;
                     let (e, o) = (
-                        even(load(at), load(at + BLOCK)),
-                        odd(load(at), load(at + BLOCK)),
+                        pick::<0x88>(v3, load(at), load(at + BLOCK)),
+                        pick::<0xDD>(v3, load(at), load(at + BLOCK)),
                     );
-                    let e2 = even(load(at + 2), load(at + 2 + BLOCK));
+                    let e2 = pick::<0x88>(v3, load(at + 2), load(at + 2 + BLOCK));
                     let mut folded = [0.0; BLOCK];
                     for l in 0..BLOCK {
                         folded[l] = f(f(e[l], o[l]), e2[l]);
@@ -769,6 +759,22 @@ impl Pairs {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (row, out, f);
     }
+}
+
+/// The even (`MASK` `0x88`) or odd (`0xDD`) floats of `a` then `b`: the shuffle takes
+/// them in 128-bit halves, the permutation puts the halves in order. Not a closure,
+/// which would not inherit V3's target features where the inliner left it out of line.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn pick<const MASK: i32>(
+    v3: faer::traits::pulp::x86::V3,
+    a: std::arch::x86_64::__m256,
+    b: std::arch::x86_64::__m256,
+) -> [f32; BLOCK] {
+    let t = v3
+        .avx
+        ._mm256_castps_pd(v3.avx._mm256_shuffle_ps::<MASK>(a, b));
+    bytemuck::cast(v3.avx2._mm256_permute4x64_pd::<0xD8>(t))
 }
 
 /// `out[ow] = f(..f(row[ow·sw], row[ow·sw + dw])..)` over the window's `kw` taps,

@@ -60,40 +60,23 @@ pub(super) fn depthwise(
     if let Some(band) = band_rows(p, threads) {
         // Threads take bands of output rows of every block, each filling its ring
         // with the input rows its band reads.
-        let band = band * p.w_out;
-        let bands =
-            (0..plane_out.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(plane_out));
         let images = y.chunks_exact_mut(p.c_out * plane_out).enumerate();
-        let parts = images.flat_map(|(image, y)| {
-            let y = gemm::row_major_mut(y, p.c_out, plane_out, plane_out);
-            Split::new(y, false, bands.clone())
-                .map(move |(cols, y)| (image, y, cols.start / p.w_out..cols.end / p.w_out))
-        });
+        let parts = images
+            .flat_map(|(image, y)| row_bands(p, y, band).map(move |(rows, y)| (image, rows, y)));
         return threads::for_each_with_scratch(
             parts,
             work,
             scratch,
-            |(image, y, rows), scratch| {
-                let mut rest = y;
+            |(image, rows, mut rest), scratch| {
                 for b in 0..blocks {
                     let channels = (p.c_out - b * BLOCK).min(BLOCK);
                     let (x, w, bias) = block(image * p.c_in + b * BLOCK, channels);
-                    // The band's rows of each of the block's channels.
-                    let out = std::array::from_fn(|c| {
-                        if c >= channels {
-                            return &mut [][..];
-                        }
-                        let empty = faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
-                        let (row, after) = std::mem::replace(&mut rest, empty).split_at_row_mut(1);
-                        rest = after;
-                        row_of(row, 0)
-                    });
                     super::simd::dispatch_narrow(Block {
                         p,
                         x,
                         w,
                         bias,
-                        out,
+                        out: take_rows(&mut rest, channels),
                         rows: rows.clone(),
                         scratch: &mut *scratch,
                     });
@@ -160,6 +143,39 @@ fn band_rows(p: &Conv2d, threads: usize) -> Option<usize> {
 
 /// The fewest output rows a thread takes in a band ([`band_rows`]).
 const BAND_ROWS: usize = 16;
+
+/// One image's output `y` (`c_out` planes) in bands of `rows` output rows (the last
+/// band shorter): each band's output rows, and a view of every channel's part of it
+/// (`c_out × band`). The depthwise and direct kernels' threads take such bands.
+pub(super) fn row_bands<'a>(
+    p: &Conv2d,
+    y: &'a mut [f32],
+    rows: usize,
+) -> impl Iterator<Item = (Range<usize>, faer::MatMut<'a, f32>)> {
+    let (plane_out, w_out) = (p.h_out * p.w_out, p.w_out);
+    let band = rows * w_out;
+    let bands =
+        (0..plane_out.div_ceil(band)).map(move |i| i * band..((i + 1) * band).min(plane_out));
+    let y = gemm::row_major_mut(y, p.c_out, plane_out, plane_out);
+    Split::new(y, false, bands).map(move |(cols, y)| (cols.start / w_out..cols.end / w_out, y))
+}
+
+/// The first `channels` rows of `rest` (at most [`BLOCK`]), taken off it as slices;
+/// empty past `channels`.
+pub(super) fn take_rows<'a>(
+    rest: &mut faer::MatMut<'a, f32>,
+    channels: usize,
+) -> [&'a mut [f32]; BLOCK] {
+    std::array::from_fn(|c| {
+        if c >= channels {
+            return &mut [][..];
+        }
+        let empty = faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
+        let (row, after) = std::mem::replace(rest, empty).split_at_row_mut(1);
+        *rest = after;
+        row_of(row, 0)
+    })
+}
 
 /// Up to [`BLOCK`] consecutive channels of one image: their input planes, weights
 /// and biases, the output rows `rows` it computes, their rows of each channel's

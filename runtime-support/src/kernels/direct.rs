@@ -18,10 +18,10 @@ use std::ops::Range;
 
 use faer::traits::pulp::{self, Simd, WithSimd};
 
-use super::depthwise::{ACCUMULATORS, Transpose, deinterleave_row, deinterleave_rows, load, store};
+use super::depthwise::{
+    ACCUMULATORS, Transpose, deinterleave_row, deinterleave_rows, load, row_bands, store, take_rows,
+};
 use super::elementwise::bias_activate;
-use super::gemm::{self, Split};
-use super::packed::row_of;
 use super::pool::{fold_across, fold_runs};
 use super::window::Axis;
 use crate::params::{Activation, Conv2d, DEPTHWISE_BLOCK as BLOCK, Pool2d};
@@ -78,13 +78,10 @@ pub(super) fn direct(
         // bands of output rows of every block instead, each filling its ring with the
         // rows its band reads. A run of one block would lose the broadcasts two blocks
         // share at stride 2, and every thread would copy all of the input.
-        let band = p.h_out.div_ceil(threads) * p.w_out;
-        let bands =
-            (0..plane_out.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(plane_out));
+        let band = p.h_out.div_ceil(threads);
         let parts = images.flat_map(|(x, y)| {
-            let y = gemm::row_major_mut(y, p.c_out, plane_out, plane_out);
-            Split::new(y, false, bands.clone()).map(move |(cols, y)| {
-                let first_row = cols.start / p.w_out;
+            row_bands(p, y, band).map(move |(rows, y)| {
+                let first_row = rows.start;
                 (x, 0, Out::Band { y, first_row })
             })
         });
@@ -133,15 +130,10 @@ impl Out<'_> {
             }
             Out::Band { y, first_row } => {
                 let at = (oh - *first_row) * p.w_out;
-                let empty = || faer::MatMut::from_column_major_slice_mut(&mut [], 0, 0);
                 let mut rest = y.as_mut().subrows_mut(b * BLOCK, channels);
-                let rows = std::array::from_fn(|c| {
-                    if c >= channels {
-                        return &mut [][..];
-                    }
-                    let (row, after) = std::mem::replace(&mut rest, empty()).split_at_row_mut(1);
-                    rest = after;
-                    &mut row_of(row, 0)[at..][..p.w_out]
+                let rows = take_rows(&mut rest, channels).map(|row| match row {
+                    [] => row,
+                    row => &mut row[at..][..p.w_out],
                 });
                 deinterleave_rows(out_row, rows, transpose);
             }

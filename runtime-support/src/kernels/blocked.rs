@@ -37,7 +37,8 @@ use super::depthwise::load;
 use super::elementwise::gather;
 use super::gemm::Split;
 use super::packed::{
-    MR, PANEL, Panels, half_panel_of, panel_of, panels_per_step, row_block, row_of,
+    MR, PANEL, Panels, half_panel_of, lone_panel_block, lone_panel_of, panel_of, panels_per_step,
+    row_block, row_of,
 };
 use super::simd;
 use super::window::Window;
@@ -598,47 +599,72 @@ impl RowBlocks<'_> {
         let shares = paneled.div_ceil(width);
         let mut next_b =
             next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
-        let mut row = 0;
-        while row < m {
-            let block = row_block(m - row);
-            let next = row_block(m - row - block);
-            let a = &a[row * lda..];
-            let mut weights = (weights_ahead && next > 0)
-                .then(|| Fetch::new(&a[block * lda..], lda, next, k, shares));
-            for p in 0..shares {
-                let panels = panels.from(p * width / PANEL);
-                if let Some(weights) = &mut weights {
-                    weights.step();
+        // A last share of one whole panel at sixteen lanes (a 7×7 plane's 32 + 16
+        // positions) is taken apart, by up to twice as many rows at once
+        // ([`lone_panel_block`]).
+        let last = shares.saturating_sub(1) * width..paneled;
+        let half_of = |cols: &Range<usize>| {
+            if S::F32_LANES > PANEL / 2 {
+                cols.len() % PANEL
+            } else {
+                0
+            }
+        };
+        let lone = S::F32_LANES == PANEL && last.len() - half_of(&last) == PANEL;
+        let mut group = 0;
+        while group < m {
+            let rows = if lone {
+                lone_panel_block(m - group)
+            } else {
+                row_block(m - group)
+            };
+            let mut row = group;
+            while row < group + rows {
+                let block = row_block(m - row);
+                let next = row_block(m - row - block);
+                let a = &a[row * lda..];
+                let mut weights = (weights_ahead && next > 0)
+                    .then(|| Fetch::new(&a[block * lda..], lda, next, k, shares));
+                for p in 0..shares {
+                    let panels = panels.from(p * width / PANEL);
+                    if let Some(weights) = &mut weights {
+                        weights.step();
+                    }
+                    if let Some(next_b) = &mut next_b {
+                        next_b.step();
+                    }
+                    let cols = p * width..(p * width + width).min(paneled);
+                    let y = y
+                        .as_mut()
+                        .subrows_mut(row, block)
+                        .subcols_mut(cols.start, cols.len());
+                    // A last half panel apart at sixteen lanes, where it would fill half
+                    // of each vector ([`half_panel_of`]).
+                    let half = half_of(&cols);
+                    let (whole, half_y) = y.split_at_col_mut(cols.len() - half);
+                    if whole.ncols() > 0 && !(lone && p + 1 == shares) {
+                        panel_of::<S, V>(s, k, a, lda, panels, whole, accumulate);
+                    }
+                    if half > 0 {
+                        let panel = panels.from((cols.len() - half) / PANEL);
+                        half_panel_of(k, a, lda, panel, half_y, accumulate);
+                    }
                 }
-                if let Some(next_b) = &mut next_b {
-                    next_b.step();
+                if t > 0 {
+                    let y = y.as_mut().subrows_mut(row, block).subcols_mut(paneled, t);
+                    tail_rows(s, block, k, a, lda, tail, y, accumulate, paneled == 0);
                 }
-                let cols = p * width..(p * width + width).min(paneled);
+                row += block;
+            }
+            if lone {
                 let y = y
                     .as_mut()
-                    .subrows_mut(row, block)
-                    .subcols_mut(cols.start, cols.len());
-                // A last half panel apart at sixteen lanes, where it would fill half of
-                // each vector ([`half_panel_of`]).
-                let half = if S::F32_LANES > PANEL / 2 {
-                    cols.len() % PANEL
-                } else {
-                    0
-                };
-                let (whole, half_y) = y.split_at_col_mut(cols.len() - half);
-                if whole.ncols() > 0 {
-                    panel_of::<S, V>(s, k, a, lda, panels, whole, accumulate);
-                }
-                if half > 0 {
-                    let panel = panels.from((cols.len() - half) / PANEL);
-                    half_panel_of(k, a, lda, panel, half_y, accumulate);
-                }
+                    .subrows_mut(group, rows)
+                    .subcols_mut(last.start, PANEL);
+                let panel = panels.from(last.start / PANEL);
+                lone_panel_of(s, k, &a[group * lda..], lda, panel, y, accumulate);
             }
-            if t > 0 {
-                let y = y.as_mut().subrows_mut(row, block).subcols_mut(paneled, t);
-                tail_rows(s, block, k, a, lda, tail, y, accumulate, paneled == 0);
-            }
-            row += block;
+            group += rows;
         }
     }
 }
@@ -905,7 +931,10 @@ mod tests {
             .chain([(8, 40, BLOCK_K + 3), (6, 300, 20)])
             // A half panel after a whole one in the last step of sixteen lanes, and a
             // 13×13 plane's (a half panel and a tail).
-            .chain([(11, 56, 20), (7, 169, 40)]);
+            .chain([(11, 56, 20), (7, 169, 40)])
+            // A lone last panel alone, and after a pair with a half panel: row groups
+            // of ten, and of ten and twelve.
+            .chain([(10, 16, 20), (22, 56, 20)]);
         for (m, n, k) in shapes {
             let ld = n + 3;
             let (w, b) = (values(m, k, 3), values(k, ld, 4));

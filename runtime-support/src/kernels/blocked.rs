@@ -599,21 +599,26 @@ impl RowBlocks<'_> {
         let shares = paneled.div_ceil(width);
         let mut next_b =
             next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
-        // A last share of one whole panel at sixteen lanes (a 7×7 plane's 32 + 16
-        // positions) is taken apart, by up to twice as many rows at once
+        // The last share's lone whole panel, or half panel, at sixteen lanes (a 7×7
+        // plane's 32 + 16 positions, a 13×13 plane's 160 + 8 + 1) is taken apart,
+        // with up to twice as many rows at once: one vector a row (of sixteen, or of
+        // eight for the half panel, [`half_panel_of`]), twelve accumulators
         // ([`lone_panel_block`]).
         let last = shares.saturating_sub(1) * width..paneled;
-        let half_of = |cols: &Range<usize>| {
-            if S::F32_LANES > PANEL / 2 {
-                cols.len() % PANEL
-            } else {
-                0
-            }
+        let half = if S::F32_LANES > PANEL / 2 {
+            last.len() % PANEL
+        } else {
+            0
         };
-        let lone = S::F32_LANES == PANEL && last.len() - half_of(&last) == PANEL;
+        let lone = S::F32_LANES == PANEL && last.len() - half == PANEL;
+        let shared = if lone || half > 0 {
+            last.start..paneled - half - if lone { PANEL } else { 0 }
+        } else {
+            last.clone()
+        };
         let mut group = 0;
         while group < m {
-            let rows = if lone {
+            let rows = if lone || half > 0 {
                 lone_panel_block(m - group)
             } else {
                 row_block(m - group)
@@ -633,21 +638,17 @@ impl RowBlocks<'_> {
                     if let Some(next_b) = &mut next_b {
                         next_b.step();
                     }
-                    let cols = p * width..(p * width + width).min(paneled);
-                    let y = y
-                        .as_mut()
-                        .subrows_mut(row, block)
-                        .subcols_mut(cols.start, cols.len());
-                    // A last half panel apart at sixteen lanes, where it would fill half
-                    // of each vector ([`half_panel_of`]).
-                    let half = half_of(&cols);
-                    let (whole, half_y) = y.split_at_col_mut(cols.len() - half);
-                    if whole.ncols() > 0 && !(lone && p + 1 == shares) {
-                        panel_of::<S, V>(s, k, a, lda, panels, whole, accumulate);
-                    }
-                    if half > 0 {
-                        let panel = panels.from((cols.len() - half) / PANEL);
-                        half_panel_of(k, a, lda, panel, half_y, accumulate);
+                    let cols = if p + 1 == shares {
+                        shared.clone()
+                    } else {
+                        p * width..p * width + width
+                    };
+                    if !cols.is_empty() {
+                        let y = y
+                            .as_mut()
+                            .subrows_mut(row, block)
+                            .subcols_mut(cols.start, cols.len());
+                        panel_of::<S, V>(s, k, a, lda, panels, y, accumulate);
                     }
                 }
                 if t > 0 {
@@ -656,13 +657,22 @@ impl RowBlocks<'_> {
                 }
                 row += block;
             }
+            let a = &a[group * lda..];
             if lone {
                 let y = y
                     .as_mut()
                     .subrows_mut(group, rows)
-                    .subcols_mut(last.start, PANEL);
-                let panel = panels.from(last.start / PANEL);
-                lone_panel_of(s, k, &a[group * lda..], lda, panel, y, accumulate);
+                    .subcols_mut(shared.end, PANEL);
+                let panel = panels.from(shared.end / PANEL);
+                lone_panel_of(s, k, a, lda, panel, y, accumulate);
+            }
+            if half > 0 {
+                let y = y
+                    .as_mut()
+                    .subrows_mut(group, rows)
+                    .subcols_mut(paneled - half, half);
+                let panel = panels.from((paneled - half) / PANEL);
+                half_panel_of(k, a, lda, panel, y, accumulate);
             }
             group += rows;
         }

@@ -319,11 +319,13 @@ pub(super) fn lone_panel_of<S: Simd>(
     }
 }
 
-/// `y` (at most [`MR`] rows, at most eight columns) from a panel whose columns past
-/// eight are zeros, at eight lanes: AVX-512's sixteen would multiply the zeros, and
-/// such a half panel cost as much as a whole one (512→1000 on one row of 168
-/// positions, one Zen 4 core: 1.609 ms, 1.598 for 176). Each element is summed in the
-/// same order as in [`panel_of`].
+/// `y` (at most `2 · MR` rows, [`lone_panel_block`], at most eight columns) from a
+/// panel whose columns past eight are zeros, at eight lanes: AVX-512's sixteen would
+/// multiply the zeros, and such a half panel cost as much as a whole one (512→1000 on
+/// one row of 168 positions, one Zen 4 core: 1.609 ms, 1.598 for 176). Compiled for
+/// AVX-512's 32 registers (a half panel is taken apart only at sixteen lanes): in 16,
+/// twelve rows' accumulators spilled (512→1000 at 13², 0.77 → 0.82 ms, against 0.74
+/// in 32). Each element is summed in the same order as in [`panel_of`].
 pub(super) fn half_panel_of(
     k: usize,
     a: &[f32],
@@ -332,7 +334,7 @@ pub(super) fn half_panel_of(
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
 ) {
-    super::simd::dispatch_narrow(HalfPanel(Product {
+    super::simd::dispatch_narrow_wide_registers(HalfPanel(Product {
         k,
         a,
         lda,
@@ -360,11 +362,17 @@ impl WithSimd for HalfPanel<'_> {
         } = self.0;
         assert!(y.ncols() <= PANEL / 2, "half panel: shape");
         if S::F32_LANES == PANEL / 2 {
-            rows_of::<S, 1>(s, y.nrows(), k, a, lda, panel, y, accumulate);
+            lone_panel_of(s, k, a, lda, panel, y, accumulate);
         } else {
             // Without AVX2 (not reached from a product at sixteen lanes).
             let s = pulp::Scalar::new();
-            rows_of::<_, PANEL>(s, y.nrows(), k, a, lda, panel, y, accumulate);
+            let (rows, mut y, mut row) = (y.nrows(), y, 0);
+            while row < rows {
+                let block = row_block(rows - row);
+                let y = y.as_mut().subrows_mut(row, block);
+                rows_of::<_, PANEL>(s, block, k, &a[row * lda..], lda, panel, y, accumulate);
+                row += block;
+            }
         }
     }
 }

@@ -6,8 +6,11 @@
 //! positions in tiles, as in the depthwise kernel: each tap of a tile is one vector
 //! load of a block's weights at that input channel and tap, times one input value per
 //! position, broadcast. At stride 2 a tile spans two blocks, which share each
-//! broadcast ([`output_rows`] says why stride 1 does not). The weights are packed
-//! once a call into that order (`[block][c_in][kh][kw][channel]`); each input
+//! broadcast ([`output_rows`] says why stride 1 does not); with AVX-512 there, two
+//! blocks make one vector of sixteen lanes, half the multiply-adds (YOLOv8n's 32→64
+//! 3×3 s2 at 80², one Zen 5 core: 0.48 → 0.27 ms; a 3→64 7×7 stem at 224², 1.80 →
+//! 1.00). The weights are packed once a call into that order
+//! (`[block][c_in][kh][kw][channel]`, a block of sixteen channels there); each input
 //! channel's padded rows live in a ring of the rows one output row reads. A finished
 //! output row of a block (`[position][channel]`) is written back to its planes by the
 //! depthwise kernel's 8×8 shuffles. Threads take runs of blocks of output channels,
@@ -41,15 +44,19 @@ pub(super) fn direct(
 ) {
     let k_len = p.c_in * p.kernel[0] * p.kernel[1];
     let blocks = p.c_out.div_ceil(BLOCK);
+    // At stride 2 with AVX-512, pairs of blocks in one vector of sixteen lanes
+    // ([`strided_tiles`]), their weights packed sixteen channels at a time.
+    let wide = p.stride[1] == 2 && blocks.is_multiple_of(2) && super::simd::sixteen_lanes();
+    let width = if wide { 2 * BLOCK } else { BLOCK };
     let (packed, local) = scratch.split_at_mut((blocks * k_len + blocks) * BLOCK);
     let (weights, biases) = packed.split_at_mut(blocks * k_len * BLOCK);
     // Lanes past `c_out` in the last block: zero weights and bias, never written out.
-    weights[(blocks - 1) * k_len * BLOCK..].fill(0.0);
+    weights[(blocks * BLOCK / width - 1) * k_len * width..].fill(0.0);
     biases.fill(0.0);
     for (co, w) in w.chunks_exact(k_len).enumerate() {
-        let block = &mut weights[co / BLOCK * k_len * BLOCK..][..k_len * BLOCK];
-        for (packed, &v) in block.chunks_exact_mut(BLOCK).zip(w) {
-            packed[co % BLOCK] = v;
+        let block = &mut weights[co / width * k_len * width..][..k_len * width];
+        for (packed, &v) in block.chunks_exact_mut(width).zip(w) {
+            packed[co % width] = v;
         }
         biases[co] = bias.map_or(0.0, |b| b[co]);
     }
@@ -63,15 +70,21 @@ pub(super) fn direct(
         .zip(y.chunks_exact_mut(p.c_out * plane_out));
     // One part: an image's input, the first block it computes, where it writes.
     let compute = |(x, first, out): (&[f32], usize, Out<'_>), local: &mut [f32]| {
-        super::simd::dispatch_narrow_wide_registers(Run {
+        let run = Run {
             p,
             pool,
             x,
             weights: &weights[first * k_len * BLOCK..],
             biases: &biases[first * BLOCK..],
+            width,
             out,
             local,
-        })
+        };
+        if wide {
+            super::simd::dispatch_wide(run)
+        } else {
+            super::simd::dispatch_narrow_wide_registers(run)
+        }
     };
     if pool.is_none() && threads > 1 && blocks < 2 * threads && p.h_out >= 2 * threads {
         // Fewer than two blocks a thread (an image stem's 16 channels): threads take
@@ -89,7 +102,7 @@ pub(super) fn direct(
     }
     // Threads take runs of blocks of output channels (whole planes), each filling its
     // own ring: one run an image on one thread, so the input is copied once.
-    let run = blocks.div_ceil(threads) * BLOCK;
+    let run = blocks.div_ceil(threads).next_multiple_of(width / BLOCK) * BLOCK;
     let parts = images.flat_map(|(x, y)| {
         let runs = y.chunks_mut(run * plane_out).enumerate();
         runs.map(move |(i, out)| (x, i * run / BLOCK, Out::Planes(out)))
@@ -150,6 +163,9 @@ struct Run<'a> {
     x: &'a [f32],
     weights: &'a [f32],
     biases: &'a [f32],
+    /// Channels the weights are packed by: a block's, or two blocks' where a vector
+    /// holds sixteen lanes.
+    width: usize,
     out: Out<'a>,
     local: &'a mut [f32],
 }
@@ -159,8 +175,8 @@ impl WithSimd for Run<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
-        if S::F32_LANES > BLOCK {
-            // A position is one block of channels: a wider vector would span two.
+        if S::F32_LANES > self.width {
+            // Weights packed a block at a time: a wider vector would span two.
             return self.with_simd(pulp::Scalar::new());
         }
         let Run {
@@ -169,9 +185,15 @@ impl WithSimd for Run<'_> {
             x,
             weights,
             biases,
+            width,
             mut out,
             local,
         } = self;
+        // Two blocks to a vector only at stride 2, an even count of them at once.
+        assert!(
+            width == S::F32_LANES.max(BLOCK) && (width == BLOCK || p.stride[1] == 2),
+            "direct conv: weights packed for another width"
+        );
         let k_len = p.c_in * p.kernel[0] * p.kernel[1];
         let [ring_rows, row, tiles] = p.depthwise_rows();
         let (ring, rest) = local.split_at_mut(p.c_in * ring_rows * row);
@@ -241,6 +263,7 @@ impl WithSimd for Run<'_> {
                     row,
                     weights: &weights[first * k_len * BLOCK..][..count * k_len * BLOCK],
                     bias: &biases[first * BLOCK..][..count * BLOCK],
+                    width,
                     activation,
                 };
                 // Where the blocks' rows go: their pool rings' slots, or `out_rows`.
@@ -261,7 +284,12 @@ impl WithSimd for Run<'_> {
                 }
                 for (j, b) in (first..first + count).enumerate() {
                     let in_block = (channels - b * BLOCK).min(BLOCK);
-                    let transpose = Transpose::new::<S>(in_block);
+                    // (At sixteen lanes, AVX2's shuffles all the same.)
+                    let transpose = if S::F32_LANES > BLOCK {
+                        Transpose::for_channels(in_block)
+                    } else {
+                        Transpose::new::<S>(in_block)
+                    };
                     match (&mut pooling, &mut out) {
                         (Some(m), Out::Planes(planes)) => {
                             let plane_out = m.plane_out();
@@ -486,9 +514,11 @@ struct Block<'a> {
     ring_rows: usize,
     /// Floats in one ring row.
     row: usize,
-    /// The blocks' packed weights (`[block][c_in][kh][kw][channel]`) and biases.
+    /// The blocks' packed weights (`[block][c_in][kh][kw][channel]`, `width` channels
+    /// a block: one of ours, or two) and biases.
     weights: &'a [f32],
     bias: &'a [f32],
+    width: usize,
     /// The activation of the finished rows: the layer's, unless a pool applies it.
     activation: Activation,
 }
@@ -503,10 +533,18 @@ fn finished_rows<S: Simd, const NB: usize>(
     oh: usize,
     mut rows: [&mut [f32]; NB],
 ) {
-    match S::F32_LANES {
-        8 => output_rows::<S, 1, NB>(s, b, oh, &mut rows),
-        4 => output_rows::<S, 2, NB>(s, b, oh, &mut rows),
-        _ => output_rows::<pulp::Scalar, BLOCK, NB>(pulp::Scalar::new(), b, oh, &mut rows),
+    // Vectors a position of the `NB` blocks takes.
+    match (S::F32_LANES, NB) {
+        (16, 1) => unreachable!("direct conv: one block at sixteen lanes"),
+        (16, 2) => output_rows::<S, 1, NB>(s, b, oh, &mut rows),
+        (16, _) => output_rows::<S, 2, NB>(s, b, oh, &mut rows),
+        (8, _) => output_rows::<S, NB, NB>(s, b, oh, &mut rows),
+        (4, 1) => output_rows::<S, 2, NB>(s, b, oh, &mut rows),
+        (4, 2) => output_rows::<S, 4, NB>(s, b, oh, &mut rows),
+        (4, _) => output_rows::<S, 8, NB>(s, b, oh, &mut rows),
+        (_, 1) => output_rows::<pulp::Scalar, BLOCK, NB>(pulp::Scalar::new(), b, oh, &mut rows),
+        (_, 2) => output_rows::<pulp::Scalar, 16, NB>(pulp::Scalar::new(), b, oh, &mut rows),
+        _ => output_rows::<pulp::Scalar, 32, NB>(pulp::Scalar::new(), b, oh, &mut rows),
     }
     for row in rows {
         bias_activate(b.activation, 0.0, &mut row[..b.p.w_out * BLOCK]);
@@ -538,13 +576,21 @@ fn finished_rows<S: Simd, const NB: usize>(
 /// 0.626 ms, 16→32 at 160² 0.731–0.740 → 0.670–0.684, SqueezeNet's fused stem (3→64
 /// at 224², then its pool) 0.573–0.577 → 0.558–0.571, a 3→64 7×7 stem at 224² with
 /// ReLU 2.34–2.36 → 2.26–2.28 (best of 500).
+///
+/// With AVX-512's sixteen lanes (a vector two blocks, `NV` vectors a position), in
+/// tiles of 8 positions: 16 accumulators where the four blocks take two vectors. Tiles
+/// of 12 there (24 accumulators) ran 2.7× slower (32→64 at 80², 0.27 → 0.75 ms), and
+/// of 16 where a position is one vector no faster (3→16 at 224², 0.101 ms).
 #[inline(always)]
-fn output_rows<S: Simd, const V: usize, const NB: usize>(
+fn output_rows<S: Simd, const NV: usize, const NB: usize>(
     s: S,
     b: &Block<'_>,
     oh: usize,
     rows: &mut [&mut [f32]; NB],
 ) {
+    if S::F32_LANES > BLOCK {
+        return strided_tiles::<S, NV, NB, 8>(s, b, oh, rows);
+    }
     // Stride 1 comes one block at a time (`Conv2d::direct_blocks_at_once`), which
     // `three_by_three_row` checks by its weights' length. Not matched on the window's
     // width itself: the compiler would know it in the arm, unroll the taps, keep the
@@ -552,21 +598,21 @@ fn output_rows<S: Simd, const V: usize, const NB: usize>(
     // as slow).
     match (b.p.stride[1], b.p.kernel[1] > 3) {
         (1, _) => three_by_three_row::<S, 1>(s, b, oh, rows[0]),
-        (_, false) if NB >= 2 => strided_tiles::<S, V, NB, 6>(s, b, oh, rows),
-        (_, true) if NB >= 2 => strided_tiles::<S, V, NB, 5>(s, b, oh, rows),
+        (_, false) if NB >= 2 => strided_tiles::<S, NV, NB, 6>(s, b, oh, rows),
+        (_, true) if NB >= 2 => strided_tiles::<S, NV, NB, 5>(s, b, oh, rows),
         (_, false) => three_by_three_row::<S, 2>(s, b, oh, rows[0]),
-        (_, true) => strided_tiles::<S, V, NB, 8>(s, b, oh, rows),
+        (_, true) => strided_tiles::<S, NV, NB, 8>(s, b, oh, rows),
     }
 }
 
-/// [`output_rows`] at stride 2, in tiles of `P` positions, the taps loops. Tiles start
-/// every `P` positions; the last one is shifted back to end with the row (or at `P`,
-/// on a narrower row, which the row's whole tiles of
-/// [`crate::params::DEPTHWISE_TILE`] leave room for), its first positions computed
-/// twice.
+/// [`output_rows`] at stride 2, in tiles of `P` positions, `NV` vectors a position
+/// (the `NB` blocks' channels), the taps loops. Tiles start every `P` positions; the
+/// last one is shifted back to end with the row (or at `P`, on a narrower row, which
+/// the row's whole tiles of [`crate::params::DEPTHWISE_TILE`] leave room for), its
+/// first positions computed twice.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // constant indices into the accumulators
-fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
+fn strided_tiles<S: Simd, const NV: usize, const NB: usize, const P: usize>(
     s: S,
     b: &Block<'_>,
     oh: usize,
@@ -576,9 +622,17 @@ fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
     let p = b.p;
     let lanes = S::F32_LANES;
     let [kh, kw] = p.kernel;
-    let taps = kh * kw * BLOCK;
+    // Vector `n` holds channels `n·lanes..` of the blocks: packed block `n·lanes /
+    // width`, from its lane `n·lanes % width` on.
+    let width = b.width;
+    let taps = kh * kw * width;
     let k_len = p.c_in * taps;
-    assert!(V * lanes == BLOCK && SW == p.stride[1] && b.weights.len() == NB * k_len);
+    assert!(
+        NV * lanes == NB * BLOCK
+            && width == lanes.max(BLOCK)
+            && SW == p.stride[1]
+            && b.weights.len() * width == NB * BLOCK * k_len
+    );
     let tiles = rows[0].len() / BLOCK;
     let cover = p.w_out.max(P);
     assert!(
@@ -594,30 +648,26 @@ fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
     // Arrays are filled by loops: `std::array::from_fn`'s closures were not inlined
     // into the vectorised code, and kept the accumulators in memory.
     let zero = s.splat_f32s(0.0);
-    let mut bias = [[zero; V]; NB];
-    for j in 0..NB {
-        for v in 0..V {
-            bias[j][v] = load::<S>(&b.bias[j * BLOCK + v * lanes..][..lanes]);
-        }
+    let mut bias = [zero; NV];
+    for n in 0..NV {
+        bias[n] = load::<S>(&b.bias[n * lanes..][..lanes]);
     }
     for tile in 0..cover.div_ceil(P) {
         let ow = (tile * P).min(cover - P);
         let mut acc = [bias; P];
         for ci in 0..p.c_in {
             let rows_in = &b.ring[ci * b.ring_rows * b.row..][..b.ring_rows * b.row];
-            let mut weights: [&[f32]; NB] = [&[]; NB];
-            for (j, weights) in weights.iter_mut().enumerate() {
-                *weights = &b.weights[j * k_len + ci * taps..][..taps];
+            let mut weights: [&[f32]; NV] = [&[]; NV];
+            for (n, weights) in weights.iter_mut().enumerate() {
+                let (block, lane) = (n * lanes / width, n * lanes % width);
+                *weights = &b.weights[block * k_len + ci * taps + lane..][..taps - lane];
             }
             for (ki, &slot) in slots[..kh].iter().enumerate() {
                 let in_row = &rows_in[slot..][..b.row];
                 for kj in 0..kw {
-                    let mut w = [[zero; V]; NB];
-                    for j in 0..NB {
-                        let tap = &weights[j][(ki * kw + kj) * BLOCK..][..BLOCK];
-                        for v in 0..V {
-                            w[j][v] = load::<S>(&tap[v * lanes..][..lanes]);
-                        }
+                    let mut w = [zero; NV];
+                    for n in 0..NV {
+                        w[n] = load::<S>(&weights[n][(ki * kw + kj) * width..][..lanes]);
                     }
                     for position in 0..P {
                         let at = (ow + position) * SW + kj;
@@ -627,22 +677,28 @@ fn strided_tiles<S: Simd, const V: usize, const NB: usize, const P: usize>(
                         // at most `(tiles − 1)·SW + kw − 1`, which the assertion above
                         // checked to lie inside the row.
                         let x = s.splat_f32s(unsafe { *in_row.get_unchecked(at) });
-                        for j in 0..NB {
-                            for v in 0..V {
-                                let acc = &mut acc[position][j][v];
-                                *acc = s.mul_add_e_f32s(w[j][v], x, *acc);
-                            }
+                        for n in 0..NV {
+                            acc[position][n] = s.mul_add_e_f32s(w[n], x, acc[position][n]);
                         }
                     }
                 }
             }
         }
-        for j in 0..NB {
-            let out = &mut rows[j][ow * BLOCK..][..P * BLOCK];
-            for position in 0..P {
-                for v in 0..V {
-                    let at = &mut out[position * BLOCK + v * lanes..][..lanes];
-                    store::<S>(at, acc[position][j][v]);
+        // Each vector back to its blocks' rows (`[position][channel]`): one block's
+        // part of it, or at sixteen lanes two blocks' halves.
+        for position in 0..P {
+            let at = (ow + position) * BLOCK;
+            for n in 0..NV {
+                let first = n * lanes;
+                if lanes <= BLOCK {
+                    let out = &mut rows[first / BLOCK][at + first % BLOCK..][..lanes];
+                    store::<S>(out, acc[position][n]);
+                } else {
+                    let mut both = [0.0; 2 * BLOCK];
+                    store::<S>(&mut both[..lanes], acc[position][n]);
+                    for (h, half) in both.chunks_exact(BLOCK).enumerate() {
+                        rows[first / BLOCK + h][at..][..BLOCK].copy_from_slice(half);
+                    }
                 }
             }
         }

@@ -25,7 +25,8 @@
 //! slower (the Winograd transforms: `bench_winograd` 80 → 137 ms). The direct
 //! convolution's explicit eight-lane tiles are compiled for AVX-512 all the same
 //! ([`dispatch_narrow_wide_registers`]), for its 32 registers: they hold twice the
-//! accumulators.
+//! accumulators; at stride 2 it runs at sixteen lanes, two blocks to a vector, where
+//! [`sixteen_lanes`] says the CPU has them.
 //!
 //! The scalar math helpers below ([`exp`], [`sum`]) are written branch-free so that
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and
@@ -102,6 +103,20 @@ pub(crate) fn dispatch_narrow_wide_registers<Op: WithSimd>(op: Op) -> Op::Output
 /// Whether [`dispatch_narrow_wide_registers`] gives its operation 32 vector registers.
 #[inline(always)]
 pub(crate) fn wide_registers() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return pulp::x86::V4::try_new().is_some();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether [`dispatch_wide`] runs its operation at sixteen lanes (AVX-512): a kernel
+/// that lays its data out for the width it will run at asks this first.
+#[inline(always)]
+pub(crate) fn sixteen_lanes() -> bool {
+    #[cfg(test)]
+    if NARROW_ONLY.get() {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     return pulp::x86::V4::try_new().is_some();
     #[cfg(not(target_arch = "x86_64"))]

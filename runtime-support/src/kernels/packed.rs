@@ -278,8 +278,8 @@ pub(super) const fn panels_per_step<S: Simd, const V: usize>() -> usize {
 
 /// `y` (at most [`MR`] rows, the columns of `panels`) from one or two consecutive
 /// panels: [`block_of`] for its rows, over `V` vectors a row, or over the first alone
-/// where there are no more columns than a vector (the last of a 7×7 plane's 49
-/// positions, in `product`).
+/// where there are no more columns than a vector (a last partial panel at eight lanes;
+/// at sixteen, a lone panel takes [`lone_panel_of`]).
 #[inline(always)]
 pub(super) fn panel_of<S: Simd, const V: usize>(
     s: S,

@@ -473,8 +473,8 @@ pub(super) fn deinterleave_rows(
 }
 
 /// How a block's rows are interleaved: in 8×8 tiles of AVX shuffles where the block
-/// is full and the code runs as AVX2 (pulp has no portable shuffle), else element
-/// by element.
+/// is full and the code runs as AVX2 or wider (pulp has no portable shuffle), else
+/// element by element.
 #[derive(Clone, Copy)]
 pub(super) enum Transpose {
     Scalar,
@@ -485,7 +485,7 @@ pub(super) enum Transpose {
 impl Transpose {
     #[inline(always)]
     pub(super) fn new<S: Simd>(channels: usize) -> Self {
-        if S::F32_LANES == BLOCK {
+        if S::F32_LANES >= BLOCK {
             Self::for_channels(channels)
         } else {
             Transpose::Scalar

@@ -263,7 +263,6 @@ impl WithSimd for Run<'_> {
                     row,
                     weights: &weights[first * k_len * BLOCK..][..count * k_len * BLOCK],
                     bias: &biases[first * BLOCK..][..count * BLOCK],
-                    width,
                     activation,
                 };
                 // Where the blocks' rows go: their pool rings' slots, or `out_rows`.
@@ -284,12 +283,7 @@ impl WithSimd for Run<'_> {
                 }
                 for (j, b) in (first..first + count).enumerate() {
                     let in_block = (channels - b * BLOCK).min(BLOCK);
-                    // (At sixteen lanes, AVX2's shuffles all the same.)
-                    let transpose = if S::F32_LANES > BLOCK {
-                        Transpose::for_channels(in_block)
-                    } else {
-                        Transpose::new::<S>(in_block)
-                    };
+                    let transpose = Transpose::new::<S>(in_block);
                     match (&mut pooling, &mut out) {
                         (Some(m), Out::Planes(planes)) => {
                             let plane_out = m.plane_out();
@@ -514,11 +508,10 @@ struct Block<'a> {
     ring_rows: usize,
     /// Floats in one ring row.
     row: usize,
-    /// The blocks' packed weights (`[block][c_in][kh][kw][channel]`, `width` channels
-    /// a block: one of ours, or two) and biases.
+    /// The blocks' packed weights (`[block][c_in][kh][kw][channel]`, a block of ours,
+    /// or of two at sixteen lanes: [`Run`]'s width) and biases.
     weights: &'a [f32],
     bias: &'a [f32],
-    width: usize,
     /// The activation of the finished rows: the layer's, unless a pool applies it.
     activation: Activation,
 }
@@ -623,13 +616,13 @@ fn strided_tiles<S: Simd, const NV: usize, const NB: usize, const P: usize>(
     let lanes = S::F32_LANES;
     let [kh, kw] = p.kernel;
     // Vector `n` holds channels `n·lanes..` of the blocks: packed block `n·lanes /
-    // width`, from its lane `n·lanes % width` on.
-    let width = b.width;
+    // width`, from its lane `n·lanes % width` on (`Run` checked the weights were
+    // packed by this width).
+    let width = lanes.max(BLOCK);
     let taps = kh * kw * width;
     let k_len = p.c_in * taps;
     assert!(
         NV * lanes == NB * BLOCK
-            && width == lanes.max(BLOCK)
             && SW == p.stride[1]
             && b.weights.len() * width == NB * BLOCK * k_len
     );

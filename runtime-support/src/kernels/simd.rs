@@ -117,10 +117,7 @@ pub(crate) fn sixteen_lanes() -> bool {
     if NARROW_ONLY.get() {
         return false;
     }
-    #[cfg(target_arch = "x86_64")]
-    return pulp::x86::V4::try_new().is_some();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    wide_registers()
 }
 
 /// Runs `op` at the widest vectors the CPU has (sixteen lanes with AVX-512).

@@ -588,11 +588,13 @@ impl Conv2d {
     }
 
     /// Blocks of [`DEPTHWISE_BLOCK`] output channels the direct kernel computes at most
-    /// at once, each into an output row of its own in the scratch: four at stride 2,
-    /// which share each input they broadcast (two where the CPU has 16 vector
-    /// registers); one at stride 1 (`kernels::direct` says why).
+    /// at once, each into an output row of its own in the scratch: four, which share
+    /// each input they broadcast (two where the CPU has 16 vector registers, and one at
+    /// stride 1 below sixteen lanes: `kernels::direct` says why), or as many as the
+    /// layer has.
     pub const fn direct_blocks_at_once(&self) -> usize {
-        if self.stride[1] == 2 { 4 } else { 1 }
+        let blocks = self.c_out.div_ceil(DEPTHWISE_BLOCK);
+        if blocks < 4 { blocks } else { 4 }
     }
 
     /// Whether the layer runs as a direct convolution (`kernels::conv2d`'s direct

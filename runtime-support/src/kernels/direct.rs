@@ -6,10 +6,11 @@
 //! positions in tiles, as in the depthwise kernel: each tap of a tile is one vector
 //! load of a block's weights at that input channel and tap, times one input value per
 //! position, broadcast. At stride 2 a tile spans two blocks, which share each
-//! broadcast ([`output_rows`] says why stride 1 does not); with AVX-512 there, two
-//! blocks make one vector of sixteen lanes, half the multiply-adds (YOLOv8n's 32→64
-//! 3×3 s2 at 80², one Zen 5 core: 0.48 → 0.27 ms; a 3→64 7×7 stem at 224², 1.80 →
-//! 1.00). The weights are packed once a call into that order
+//! broadcast ([`output_rows`] says why stride 1 does not at eight lanes). With
+//! AVX-512, at either stride, two blocks make one vector of sixteen lanes, half the
+//! multiply-adds (one Zen 5 core: YOLOv8n's 32→64 3×3 s2 at 80² 0.48 → 0.27 ms, a
+//! 3→64 7×7 stem at 224² 1.80 → 1.00; 8→64 3×3 s1 at 56² 0.27 → 0.15, 3→32 s1 at
+//! 112² 0.225 → 0.16). The weights are packed once a call into that order
 //! (`[block][c_in][kh][kw][channel]`, a block of sixteen channels there); each input
 //! channel's padded rows live in a ring of the rows one output row reads. A finished
 //! output row of a block (`[position][channel]`) is written back to its planes by the
@@ -44,9 +45,9 @@ pub(super) fn direct(
 ) {
     let k_len = p.c_in * p.kernel[0] * p.kernel[1];
     let blocks = p.c_out.div_ceil(BLOCK);
-    // At stride 2 with AVX-512, pairs of blocks in one vector of sixteen lanes
-    // ([`strided_tiles`]), their weights packed sixteen channels at a time.
-    let wide = p.stride[1] == 2 && blocks.is_multiple_of(2) && super::simd::sixteen_lanes();
+    // With AVX-512, pairs of blocks in one vector of sixteen lanes ([`strided_tiles`]),
+    // their weights packed sixteen channels at a time.
+    let wide = blocks.is_multiple_of(2) && super::simd::sixteen_lanes();
     let width = if wide { 2 * BLOCK } else { BLOCK };
     let (packed, local) = scratch.split_at_mut((blocks * k_len + blocks) * BLOCK);
     let (weights, biases) = packed.split_at_mut(blocks * k_len * BLOCK);
@@ -189,20 +190,21 @@ impl WithSimd for Run<'_> {
             mut out,
             local,
         } = self;
-        // Two blocks to a vector only at stride 2, an even count of them at once.
         assert!(
-            width == S::F32_LANES.max(BLOCK) && (width == BLOCK || p.stride[1] == 2),
+            width == S::F32_LANES.max(BLOCK),
             "direct conv: weights packed for another width"
         );
         let k_len = p.c_in * p.kernel[0] * p.kernel[1];
         let [ring_rows, row, tiles] = p.depthwise_rows();
         let (ring, rest) = local.split_at_mut(p.c_in * ring_rows * row);
         let at_once = p.direct_blocks_at_once();
-        // Four blocks a tile need AVX-512's 32 registers; with 16, two at most.
-        let most = if super::simd::wide_registers() {
-            at_once
-        } else {
-            at_once.min(2)
+        // Four blocks a tile need AVX-512's 32 registers; with 16, two at most. At
+        // stride 1 below sixteen lanes, one ([`output_rows`]).
+        let most = match (S::F32_LANES, p.stride[1]) {
+            (16, _) => at_once,
+            (_, 1) => 1,
+            _ if super::simd::wide_registers() => at_once,
+            _ => at_once.min(2),
         };
         let (out_rows, rest) = rest.split_at_mut(at_once * tiles * BLOCK);
         // Output rows this run computes, and its channels.
@@ -547,10 +549,12 @@ fn finished_rows<S: Simd, const NB: usize>(
 /// Output row `oh` of `NB` blocks (one row each, `[position][channel]`), each block
 /// `V` vectors.
 ///
-/// At stride 1 (3×3) one block at a time, in tiles of 8 positions with the taps
-/// unrolled ([`three_by_three_row`]): the inputs neighbouring taps share (position
-/// `p + 1` of a tap is position `p` of the next) stay in the registers 8 accumulators
-/// leave free. Two blocks a tile ran slower there (16→64 at 55² 0.61 against 0.56 ms).
+/// At stride 1 (3×3) at eight lanes, one block at a time, in tiles of 8 positions
+/// with the taps unrolled ([`three_by_three_row`]): the inputs neighbouring taps share
+/// (position `p + 1` of a tap is position `p` of the next) stay in the registers 8
+/// accumulators leave free. Two blocks a tile ran slower there (16→64 at 55² 0.61
+/// against 0.56 ms). At sixteen lanes, stride 1 takes [`strided_tiles`] as stride 2
+/// does (below).
 ///
 /// At stride 2 two blocks a tile ([`strided_tiles`]) share each broadcast input
 /// between two multiply-adds, with 6 positions for 3×3 and 5 for the 7×7 stem: 12
@@ -582,36 +586,39 @@ fn output_rows<S: Simd, const NV: usize, const NB: usize>(
     rows: &mut [&mut [f32]; NB],
 ) {
     if S::F32_LANES > BLOCK {
-        return strided_tiles::<S, NV, NB, 8>(s, b, oh, rows);
+        return match b.p.stride[1] {
+            1 => strided_tiles::<S, NV, NB, 8, 1>(s, b, oh, rows),
+            _ => strided_tiles::<S, NV, NB, 8, 2>(s, b, oh, rows),
+        };
     }
-    // Stride 1 comes one block at a time (`Conv2d::direct_blocks_at_once`), which
+    // Stride 1 comes one block at a time below sixteen lanes (`Run`'s `most`), which
     // `three_by_three_row` checks by its weights' length. Not matched on the window's
     // width itself: the compiler would know it in the arm, unroll the taps, keep the
     // inputs neighbouring taps share in registers and spill the accumulators (twice
     // as slow).
     match (b.p.stride[1], b.p.kernel[1] > 3) {
         (1, _) => three_by_three_row::<S, 1>(s, b, oh, rows[0]),
-        (_, false) if NB >= 2 => strided_tiles::<S, NV, NB, 6>(s, b, oh, rows),
-        (_, true) if NB >= 2 => strided_tiles::<S, NV, NB, 5>(s, b, oh, rows),
+        (_, false) if NB >= 2 => strided_tiles::<S, NV, NB, 6, 2>(s, b, oh, rows),
+        (_, true) if NB >= 2 => strided_tiles::<S, NV, NB, 5, 2>(s, b, oh, rows),
         (_, false) => three_by_three_row::<S, 2>(s, b, oh, rows[0]),
-        (_, true) => strided_tiles::<S, NV, NB, 8>(s, b, oh, rows),
+        (_, true) => strided_tiles::<S, NV, NB, 8, 2>(s, b, oh, rows),
     }
 }
 
-/// [`output_rows`] at stride 2, in tiles of `P` positions, `NV` vectors a position
-/// (the `NB` blocks' channels), the taps loops. Tiles start every `P` positions; the
-/// last one is shifted back to end with the row (or at `P`, on a narrower row, which
-/// the row's whole tiles of [`crate::params::DEPTHWISE_TILE`] leave room for), its
-/// first positions computed twice.
+/// [`output_rows`] at stride `SW` (2, or 1 at sixteen lanes), in tiles of `P`
+/// positions, `NV` vectors a position (the `NB` blocks' channels), the taps loops.
+/// Tiles start every `P` positions; the last one is shifted back to end with the row
+/// (or at `P`, on a narrower row, which the row's whole tiles of
+/// [`crate::params::DEPTHWISE_TILE`] leave room for), its first positions computed
+/// twice.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // constant indices into the accumulators
-fn strided_tiles<S: Simd, const NV: usize, const NB: usize, const P: usize>(
+fn strided_tiles<S: Simd, const NV: usize, const NB: usize, const P: usize, const SW: usize>(
     s: S,
     b: &Block<'_>,
     oh: usize,
     rows: &mut [&mut [f32]; NB],
 ) {
-    const SW: usize = 2;
     let p = b.p;
     let lanes = S::F32_LANES;
     let [kh, kw] = p.kernel;

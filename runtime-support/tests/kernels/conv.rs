@@ -435,7 +435,9 @@ fn direct() {
     // first; and a row of 7 at stride 1. Then four blocks at once (stride 2, where
     // the CPU has AVX-512's registers), and what is left after them taken two and
     // one at a time: 8 blocks, 7 (4 + 2 + 1), 5 at 7×7 (4 + 1), and 60 channels (a
-    // partial last block among four).
+    // partial last block among four). At stride 1 with AVX-512's sixteen lanes, 6
+    // blocks (4 + 2) on a row of 21 (its last tile shifted back), with a partial last
+    // block.
     for (i, p) in [
         params(1, 3, [11, 12], 16, [7, 7], [2, 2], [1, 1], [0; 4], 1),
         params(1, 2, [6, 7], 16, [3, 3], [2, 2], [1, 1], [0, 1, 0, 0], 1),
@@ -445,6 +447,7 @@ fn direct() {
         params(1, 8, [13, 17], 56, [3, 3], [2, 2], [1, 1], [1, 0, 0, 1], 1),
         params(1, 3, [23, 21], 40, [7, 7], [2, 2], [1, 1], [3; 4], 1),
         params(2, 5, [12, 11], 60, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(1, 16, [13, 21], 44, [3, 3], [1, 1], [1, 1], [1; 4], 1),
     ]
     .into_iter()
     .enumerate()

@@ -570,8 +570,10 @@ impl WithSimd for RowBlocks<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
+        // Four panels a step at sixteen lanes (`MR × 64`, `packed`'s module doc).
         match S::F32_LANES {
-            16 | 8 => self.rows::<S, 2>(s),
+            16 => self.rows::<S, 4>(s),
+            8 => self.rows::<S, 2>(s),
             4 => self.rows::<S, 4>(s),
             _ => self.rows::<pulp::Scalar, PANEL>(pulp::Scalar::new()),
         }
@@ -599,8 +601,8 @@ impl RowBlocks<'_> {
         let shares = paneled.div_ceil(width);
         let mut next_b =
             next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
-        // The last share's lone whole panel, or half panel, at sixteen lanes (a 7×7
-        // plane's 32 + 16 positions, a 13×13 plane's 160 + 8 + 1) is taken apart,
+        // The last share's lone whole panel, or half panel, at sixteen lanes (a 9×9
+        // plane's 64 + 16 + 1 positions, a 13×13 plane's 128 + 32 + 8 + 1) is taken apart,
         // with up to twice as many rows at once: one vector a row (of sixteen, or of
         // eight for the half panel, [`half_panel_of`]), twelve accumulators
         // ([`lone_panel_block`]).

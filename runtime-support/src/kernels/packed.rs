@@ -181,8 +181,7 @@ impl WithSimd for Product<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
         match S::F32_LANES {
-            16 => self.panels::<S, 2>(s),
-            8 => self.panels::<S, 2>(s),
+            16 | 8 => self.panels::<S, 2>(s),
             4 => self.panels::<S, 4>(s),
             _ => self.panels::<pulp::Scalar, PANEL>(pulp::Scalar::new()),
         }
@@ -475,9 +474,9 @@ fn block_of<S: Simd, const V: usize, const R: usize>(
             }
         }
     } else {
-        // Walks down the panels' rows, two or four (the last panel's again past `V`'s):
-        // an index into each instead ran 4 % slower (256→256 at 14², Winograd), and
-        // four walks where two serve 8 % (16→64 at 55²).
+        // Walks down the panels' rows, two where `V` reads no more (as before there
+        // were four), else four (the last panel's again past `V`'s): an index into
+        // each instead ran 4 % slower (256→256 at 14², Winograd).
         let walk = |p: usize| panels.data[(p * panels.next).min(last)..][..span].chunks(panels.ld);
         if V <= 2 {
             for (kk, (b0, b1)) in walk(0).zip(walk(1)).take(k).enumerate() {

@@ -90,8 +90,8 @@ pub(super) fn direct(
     if pool.is_none() && threads > 1 && blocks < 2 * threads && p.h_out >= 2 * threads {
         // Fewer than two blocks a thread (an image stem's 16 channels): threads take
         // bands of output rows of every block instead, each filling its ring with the
-        // rows its band reads. A run of one block would lose the broadcasts two blocks
-        // share at stride 2, and every thread would copy all of the input.
+        // rows its band reads. A run of one block would lose the broadcasts blocks
+        // share, and every thread would copy all of the input.
         let band = p.h_out.div_ceil(threads);
         let parts = images.flat_map(|(x, y)| {
             row_bands(p, y, band).map(move |(rows, y)| {

@@ -25,8 +25,8 @@
 //! slower (the Winograd transforms: `bench_winograd` 80 → 137 ms). The direct
 //! convolution's explicit eight-lane tiles are compiled for AVX-512 all the same
 //! ([`dispatch_narrow_wide_registers`]), for its 32 registers: they hold twice the
-//! accumulators; at stride 2 it runs at sixteen lanes, two blocks to a vector, where
-//! [`sixteen_lanes`] says the CPU has them.
+//! accumulators; with an even count of blocks it runs at sixteen lanes, two blocks
+//! to a vector, where [`sixteen_lanes`] says the CPU has them.
 //!
 //! The scalar math helpers below ([`exp`], [`sum`]) are written branch-free so that
 //! they vectorise inside such loops, which `f32::exp` (a libm call) and

@@ -48,8 +48,10 @@ pub enum Kernel {
     Conv2d(params::Conv2d),
     /// A 3×3 stride-1 convolution as Winograd F(2×2, 3×3) or F(4×4, 3×3), its weights
     /// operand transformed at compile time for that variant
-    /// (`kiln_runtime::kernels::winograd_weights`). CPU only: lowering chooses it
-    /// where [`Choices::winograd`] allows.
+    /// (`kiln_runtime::kernels::winograd_weights`): operands X, the transformed W, the
+    /// raw W where the direct kernel may take the layer at run time
+    /// (`Conv2d::direct_rivals_winograd`), then the bias if any. CPU only: lowering
+    /// chooses it where [`Choices::winograd`] allows.
     Winograd(params::Conv2d, params::Winograd),
     /// A convolution with the `Add` after it fused in (`kiln_runtime::kernels::
     /// conv2d_residual`): operands X, W, the residual, then the bias if any. CPU only:

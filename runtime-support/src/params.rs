@@ -78,6 +78,18 @@ pub const WINOGRAD_MIN_CHANNELS_IN: usize = 64;
 /// bound at 32, does not reproduce.)
 pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN: usize = 16;
 
+/// Most input channels of a 3×3 stride-1 layer that runs as Winograd by its shape
+/// ([`Conv2d::winograd_variant`]) for which the direct kernel is the faster where the
+/// CPU has sixteen lanes, and slower where it has eight: such a layer carries its raw
+/// weights beside the transformed ones, and the kernel takes one or the other at run
+/// time ([`Conv2d::direct_rivals_winograd`], `kernels::conv2d_winograd_or_direct`).
+/// One Zen 5 core, F(4×4) against the direct kernel at sixteen lanes: 16→64 at 55²
+/// with ReLU 0.346 against 0.266 ms, 16→16 at 80² 0.193 against 0.185, 16→32 at 80²
+/// 0.316 against 0.26; SqueezeNet 1.1 (two 16→64 layers at 55²) 3.72 → 3.54 ms. At
+/// eight lanes the direct kernel took 0.48 ms where F(4×4) took 0.32 (16→64 at 55²),
+/// and with 24 input channels or more it loses at sixteen lanes too.
+pub const DIRECT_RIVAL_MAX_CHANNELS_IN: usize = 16;
+
 /// Least output channels for Winograd where the shape may decide
 /// ([`Conv2d::winograd_variant`]).
 pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_OUT: usize = 16;
@@ -725,17 +737,45 @@ impl Conv2d {
     /// Scratch of `kernels::conv2d_winograd` as `v`, in `f32` elements, as planned:
     /// [`Self::winograd_least_scratch_len`], and for a layer of one block room to lay
     /// its transformed input and products apart ([`Self::winograd_banded_len`]), so
-    /// that threads can share the products by bands of output channels.
+    /// that threads can share the products by bands of output channels; or the direct
+    /// kernel's ([`Self::scratch_len`]), where that is more and it may take the layer
+    /// instead ([`Self::direct_rivals_winograd`]).
     pub const fn winograd_scratch_len(&self, v: Winograd) -> usize {
         let (region, banded) = (self.winograd_region_len(v), self.winograd_banded_len(v));
-        (if banded > region { banded } else { region }) + self.winograd_window_len(v)
+        let winograd =
+            (if banded > region { banded } else { region }) + self.winograd_window_len(v);
+        let direct = if self.direct_rivals_winograd() {
+            self.scratch_len()
+        } else {
+            0
+        };
+        if direct > winograd { direct } else { winograd }
     }
 
     /// The scratch `kernels::conv2d_winograd` cannot run without: a block's region of
     /// transformed input and products (rows of whole lane groups), and the window of
-    /// one input channel its tiles' patches read ([`Self::winograd_window_len`]).
+    /// one input channel its tiles' patches read ([`Self::winograd_window_len`]); or
+    /// the direct kernel's, where that is more and it may take the layer instead
+    /// ([`Self::direct_rivals_winograd`]).
     pub const fn winograd_least_scratch_len(&self, v: Winograd) -> usize {
-        self.winograd_region_len(v) + self.winograd_window_len(v)
+        let winograd = self.winograd_region_len(v) + self.winograd_window_len(v);
+        let direct = if self.direct_rivals_winograd() {
+            self.least_scratch_len()
+        } else {
+            0
+        };
+        if direct > winograd { direct } else { winograd }
+    }
+
+    /// Whether a layer that runs as Winograd also carries its raw weights, for the
+    /// direct kernel to take it where the CPU has sixteen lanes
+    /// (`kernels::conv2d_winograd_or_direct`): a direct convolution's window
+    /// ([`Self::direct_applies`]) over at most [`DIRECT_RIVAL_MAX_CHANNELS_IN`] input
+    /// channels.
+    pub const fn direct_rivals_winograd(&self) -> bool {
+        self.winograd_geometry()
+            && self.c_in <= DIRECT_RIVAL_MAX_CHANNELS_IN
+            && self.direct_applies()
     }
 
     /// Floats of a one-block layer's transformed input and products laid apart (each

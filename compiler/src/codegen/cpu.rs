@@ -329,11 +329,20 @@ impl<'a> Emitter<'a> {
             | Kernel::ShuffledConv2d(p) => {
                 let pt = tokens::conv2d(rt, p);
                 let (x, w) = (a(0), a(1));
-                // A residual is operand 2, and the bias after it.
-                let residual = matches!(s.kernel, Kernel::ResidualConv2d(_));
-                let bias = optional_arg(s, &a, if residual { 3 } else { 2 });
+                // A residual is operand 2, or a Winograd layer's raw weights, where the
+                // direct kernel may take it; the bias after it.
+                let third = match s.kernel {
+                    Kernel::ResidualConv2d(_) => true,
+                    Kernel::Winograd(p, _) => p.direct_rivals_winograd(),
+                    _ => false,
+                };
+                let bias = optional_arg(s, &a, if third { 3 } else { 2 });
                 let scratch = scratch_arg(s);
                 match s.kernel {
+                    Kernel::Winograd(p, v) if p.direct_rivals_winograd() => {
+                        let (v, raw) = (tokens::winograd(rt, &v), a(2));
+                        quote!(#rt::kernels::conv2d_winograd_or_direct(&#pt, #v, #x, #w, #raw, #bias, out, #scratch);)
+                    }
                     Kernel::Winograd(_, v) => {
                         let v = tokens::winograd(rt, &v);
                         quote!(#rt::kernels::conv2d_winograd(&#pt, #v, #x, #w, #bias, out, #scratch);)

@@ -103,6 +103,11 @@ impl Operator for Conv {
         }
         if let Some((v, u)) = winograd_weights(cx, &p) {
             let mut inputs = vec![cx.operand(0)?, u];
+            // The raw weights too, where the direct kernel may take the layer at run
+            // time (the codegen passes them by the same rule).
+            if p.direct_rivals_winograd() {
+                inputs.push(cx.operand(1)?);
+            }
             if cx.opt(2).is_some() {
                 inputs.push(cx.operand(2)?);
             }

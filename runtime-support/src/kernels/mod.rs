@@ -12,7 +12,8 @@
 //!   direct kernels in explicit SIMD (depthwise; 3×3 with few input channels), which
 //!   share `depthwise`'s 8×8 transposes;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3) or F(4×4, 3×3), weights transformed
-//!   at compile time;
+//!   at compile time (or, for a few input channels on a CPU with sixteen lanes, the
+//!   direct kernel over the raw weights the layer carries too);
 //! - `gemm`: Gemm, MatMul and the single faer call every faer product goes through;
 //!   `packed`: MatMul by a constant matrix the compiler packed (our own micro-kernel);
 //! - `elementwise`: unary and broadcasting binary ops, the fused bias/activation stage;
@@ -56,4 +57,4 @@ pub use norm::{
 };
 pub use packed::{PANEL, matmul_packed, pack_b, packed_b_len};
 pub use pool::{pool2d, pool2d_overlapping, reduce_mean};
-pub use winograd::{conv2d_winograd, winograd_weights};
+pub use winograd::{conv2d_winograd, conv2d_winograd_or_direct, winograd_weights};

@@ -280,6 +280,36 @@ pub fn conv2d_winograd(
     }
 }
 
+/// A layer the direct kernel may take instead of Winograd
+/// ([`Conv2d::direct_rivals_winograd`]), given both its transformed weights `u` and its
+/// raw OIHW weights `w`: where the CPU has sixteen lanes the direct kernel computes it
+/// from `w` ([`super::conv2d`]), which is faster there, and elsewhere
+/// [`conv2d_winograd`] from `u`, which is faster there
+/// ([`crate::params::DIRECT_RIVAL_MAX_CHANNELS_IN`] has the figures). The two round
+/// differently; which one runs depends on the CPU alone, so a machine gives the same
+/// bits on every run.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_winograd_or_direct(
+    p: &Conv2d,
+    v: Winograd,
+    x: &[f32],
+    u: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) {
+    assert!(
+        p.direct_rivals_winograd(),
+        "conv2d_winograd_or_direct: not a direct kernel's layer, {p:?}"
+    );
+    if super::simd::sixteen_lanes() {
+        super::conv2d(p, x, w, bias, y, scratch);
+    } else {
+        conv2d_winograd(p, v, x, u, bias, y, scratch);
+    }
+}
+
 /// [`conv2d_winograd`] as one variant, its operands checked.
 fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
     p: &Conv2d,

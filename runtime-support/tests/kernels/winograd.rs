@@ -4,7 +4,7 @@
 //! and every activation; on worker threads, bit for bit against one thread.
 
 use kiln_runtime::Threads;
-use kiln_runtime::kernels::{conv2d_winograd, winograd_weights};
+use kiln_runtime::kernels::{conv2d_winograd, conv2d_winograd_or_direct, winograd_weights};
 use kiln_runtime::params::{Conv2d, WINOGRAD_F4_MIN_TILES, Winograd};
 
 use crate::conv::{conv_ref, params};
@@ -137,6 +137,51 @@ fn few_input_channels() {
         assert!(!p.winograd_applies() && p.winograd_variant(true) == Some(v));
         check(p, 50 + k as u64);
     }
+}
+
+/// Layers of at most 16 input channels carry their raw weights too, and the direct
+/// kernel takes them where the CPU has sixteen lanes: whichever runs matches the
+/// reference (to F(4×4)'s bound, the looser), the same bits on two threads as on one.
+#[test]
+fn direct_rivals() {
+    for (k, p) in [
+        same(1, 16, [55, 55], 64),
+        same(2, 16, [13, 21], 40),
+        same(1, 16, [9, 9], 16),
+        params(1, 12, [10, 11], 24, [3, 3], [1, 1], [1, 1], [2, 1, 0, 2], 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(p.direct_rivals_winograd(), "{p:?}");
+        let mut rng = Rng::new(70 + k as u64);
+        let x = rng.vec(p.n * p.c_in * p.h_in * p.w_in);
+        let w = rng.vec(p.c_out * p.c_in * 9);
+        let b = rng.vec(p.c_out);
+        let want = conv_ref(&p, &x, &w, Some(&b));
+        for v in VARIANTS {
+            let u = winograd_weights(v, p.c_out, p.c_in, &w);
+            let run = |threads: usize| {
+                let mut y = vec![f32::NAN; want.len()];
+                let len = p.winograd_scratch_len(v);
+                let mut scratch = vec![f32::NAN; len];
+                let pool = Threads::new(threads, len * 4).expect("threads");
+                pool.install(|| {
+                    conv2d_winograd_or_direct(&p, v, &x, &u, &w, Some(&b), &mut y, &mut scratch)
+                });
+                y
+            };
+            let got = run(1);
+            let what = format!("{v:?} {p:?}");
+            assert_close_to_rms(&got, &want, TOL, &what);
+            assert_bits_eq(&run(2), &got, &format!("{what}, 2 threads"));
+        }
+    }
+    // Wider inputs, or windows the direct kernel does not take, never do.
+    assert!(!same(1, 17, [55, 55], 64).direct_rivals_winograd());
+    assert!(
+        !params(1, 16, [55, 55], 64, [3, 3], [1, 1], [2, 2], [2; 4], 1).direct_rivals_winograd()
+    );
 }
 
 /// Which layers run as which variant: by the shape in a build at fixed sizes, F(2×2)

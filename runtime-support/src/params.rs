@@ -708,7 +708,10 @@ impl Conv2d {
     /// one region of `products·max(c_in, c_out) + min(c_in, c_out)` floats a tile,
     /// which stays within [`WINOGRAD_BLOCK_FLOATS`]; between 16 and
     /// [`WINOGRAD_MAX_BLOCK`] tiles, a whole number of lane groups, and no more than the
-    /// image has.
+    /// image has. Where blocks take whole tile rows, as few rows as cut the image into
+    /// as many blocks of about equal rows: the weights are read once a block whatever
+    /// its size, and a last block of one short row (20 and 5 tiles for 5 rows of 5)
+    /// multiplied as many weights for a quarter of the tiles.
     pub const fn winograd_block(&self, v: Winograd) -> usize {
         let [rows, cols] = self.winograd_tiles(v);
         let mut block = WINOGRAD_BLOCK_FLOATS / self.winograd_floats_per_tile(v);
@@ -721,7 +724,15 @@ impl Conv2d {
             block = 16;
         }
         let tiles = rows * cols;
-        if tiles < block { tiles } else { block }
+        if tiles <= block {
+            return tiles;
+        }
+        let rows_at_most = block / cols;
+        if rows_at_most == 0 {
+            return block;
+        }
+        let blocks = rows.div_ceil(rows_at_most);
+        rows.div_ceil(blocks) * cols
     }
 
     /// Floats of a Winograd block's region per tile (see [`Conv2d::winograd_block`]).

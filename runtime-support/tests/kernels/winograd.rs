@@ -117,6 +117,22 @@ fn blocks_across_tile_rows() {
     check(q, 21);
 }
 
+/// Blocks of whole tile rows are as even as their count allows: 5 rows of 5 F(2×2)
+/// tiles over 128 channels (at most 24 tiles a block) go in blocks of 3 rows and 2,
+/// not 4 and 1; 10 rows of 10 F(4×4) tiles over 64 channels (at most 24) in blocks of
+/// 2 rows.
+#[test]
+fn even_blocks() {
+    let p = same(1, 128, [10, 10], 128);
+    assert_eq!(p.winograd_tiles(Winograd::F2), [5, 5]);
+    assert_eq!(p.winograd_block(Winograd::F2), 15);
+    let q = same(1, 64, [40, 40], 64);
+    assert_eq!(q.winograd_tiles(Winograd::F4), [10, 10]);
+    assert_eq!(q.winograd_block(Winograd::F4), 20);
+    check(p, 60);
+    check(q, 61);
+}
+
 /// Layers with fewer input channels than a build over ranges takes, which run as
 /// Winograd where the shape decides (SqueezeNet's 16→64 at 55², 32→128 at 27²,
 /// 48→192 at 13²; yolov8n's 16→16 at 80²).

@@ -99,11 +99,23 @@ pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_OUT: usize = 16;
 pub const WINOGRAD_MIN_CHANNELS_OUT: usize = 32;
 
 /// The most floats a Winograd block's transformed input and products take together
-/// (256 KiB): [`Conv2d::winograd_block`] takes fewer tiles for wide layers to stay
-/// within it. The scratch is part of the arena's peak on Inception v1/v2; twice this
-/// (blocks twice as wide, up to 1.4× faster on 128 channels at 112×112) took their
-/// arenas from 0.71/0.85 to 0.78/0.93 of the liveness bound.
+/// (256 KiB), where the layer's transformed weights are no more:
+/// [`Conv2d::winograd_block`] takes fewer tiles for wide layers to stay within it. The
+/// scratch was part of the arena's peak on Inception v1/v2; twice this for every layer
+/// (blocks twice as wide, up to 1.4× faster on 128 channels at 112×112) once took their
+/// arenas from 0.71/0.85 to 0.78/0.93 of the liveness bound, and took SqueezeNet's
+/// from 0.62 to 0.73 (its 16→64 layers at 55²).
 pub const WINOGRAD_BLOCK_FLOATS: usize = 1 << 16;
+
+/// The most floats a Winograd block's region takes where the layer's transformed
+/// weights are more than [`WINOGRAD_BLOCK_FLOATS`]: as many as the weights, up to this
+/// (512 KiB). Every block reads all of the weights, so where they outweigh the region
+/// fewer, larger blocks read less; in a model they come from L3 or memory, not L2.
+/// One Zen 5 core, yolov8n_nudenet_320 (alternated builds, min of 2 profiled rounds),
+/// against 256 KiB: 64→64 F(4×4) at 40² 0.48 → 0.40 ms (four layers), 128→128 F(2×2)
+/// at 10² 0.166 → 0.128 (four), 128→64 F(4×4) at 20² 0.265 → 0.23, 256→64 F(2×2) at
+/// 10² 0.197 → 0.167; per-layer sum 10.81 → 10.17 ms.
+pub const WINOGRAD_BLOCK_FLOATS_MAX: usize = 1 << 17;
 
 /// Least F(4×4) tiles (4×4 outputs each) for which a Winograd layer runs as
 /// F(4×4, 3×3) ([`Conv2d::winograd`]) rather than F(2×2, 3×3): 2.25 multiply-adds an
@@ -703,18 +715,42 @@ impl Conv2d {
         [self.h_out.div_ceil(v.tile()), self.w_out.div_ceil(v.tile())]
     }
 
-    /// Tiles per Winograd block: its transformed input (`v.products()` floats per tile
-    /// and input channel) and its products (as many per tile and output channel) share
-    /// one region of `products·max(c_in, c_out) + min(c_in, c_out)` floats a tile,
-    /// which stays within [`WINOGRAD_BLOCK_FLOATS`]; between 16 and
-    /// [`WINOGRAD_MAX_BLOCK`] tiles, a whole number of lane groups, and no more than the
-    /// image has. Where blocks take whole tile rows, as few rows as cut the image into
-    /// as many blocks of about equal rows: the weights are read once a block whatever
-    /// its size, and a last block of one short row (20 and 5 tiles for 5 rows of 5)
-    /// multiplied as many weights for a quarter of the tiles.
+    /// Tiles per Winograd block, at most ([`Self::winograd_block_most`]); where blocks
+    /// take whole tile rows, as few rows as cut the image into as many blocks of about
+    /// equal rows: the weights are read once a block whatever its size, and a last
+    /// block of one short row (20 and 5 tiles for 5 rows of 5) multiplied as many
+    /// weights for a quarter of the tiles.
     pub const fn winograd_block(&self, v: Winograd) -> usize {
         let [rows, cols] = self.winograd_tiles(v);
-        let mut block = WINOGRAD_BLOCK_FLOATS / self.winograd_floats_per_tile(v);
+        let most = self.winograd_block_most(v);
+        let rows_at_most = most / cols;
+        if rows * cols <= most || rows_at_most == 0 {
+            return most;
+        }
+        let blocks = rows.div_ceil(rows_at_most);
+        rows.div_ceil(blocks) * cols
+    }
+
+    /// The most tiles a Winograd block takes, which sizes its scratch: its transformed
+    /// input (`v.products()` floats per tile and input channel) and its products (as
+    /// many per tile and output channel) share one region of `products·max(c_in,
+    /// c_out) + min(c_in, c_out)` floats a tile, which stays within
+    /// [`WINOGRAD_BLOCK_FLOATS`], or within as many floats as the transformed weights
+    /// up to [`WINOGRAD_BLOCK_FLOATS_MAX`]; between 16 and [`WINOGRAD_MAX_BLOCK`]
+    /// tiles, a whole number of lane groups, and no more than the image has. It never
+    /// shrinks as the image grows (unlike [`Self::winograd_block`]), so the scratch of
+    /// a build over ranges, planned at the largest sizes, serves every smaller one.
+    pub const fn winograd_block_most(&self, v: Winograd) -> usize {
+        let [rows, cols] = self.winograd_tiles(v);
+        let weights = v.products() * self.c_in * self.c_out;
+        let budget = if weights < WINOGRAD_BLOCK_FLOATS {
+            WINOGRAD_BLOCK_FLOATS
+        } else if weights > WINOGRAD_BLOCK_FLOATS_MAX {
+            WINOGRAD_BLOCK_FLOATS_MAX
+        } else {
+            weights
+        };
+        let mut block = budget / self.winograd_floats_per_tile(v);
         if block > WINOGRAD_MAX_BLOCK {
             block = WINOGRAD_MAX_BLOCK;
         }
@@ -724,15 +760,7 @@ impl Conv2d {
             block = 16;
         }
         let tiles = rows * cols;
-        if tiles <= block {
-            return tiles;
-        }
-        let rows_at_most = block / cols;
-        if rows_at_most == 0 {
-            return block;
-        }
-        let blocks = rows.div_ceil(rows_at_most);
-        rows.div_ceil(blocks) * cols
+        if tiles < block { tiles } else { block }
     }
 
     /// Floats of a Winograd block's region per tile (see [`Conv2d::winograd_block`]).
@@ -794,7 +822,7 @@ impl Conv2d {
     /// [`WINOGRAD_MAX_BANDS`] bands); 0 for a layer of several blocks.
     pub const fn winograd_banded_len(&self, v: Winograd) -> usize {
         let [rows, cols] = self.winograd_tiles(v);
-        let block = self.winograd_block(v);
+        let block = self.winograd_block_most(v);
         if rows * cols > block {
             return 0;
         }
@@ -806,7 +834,7 @@ impl Conv2d {
     /// whole lane groups, and each matrix of one kind followed by [`WINOGRAD_SKEW`]
     /// floats (the products overlap the transformed input they no longer need).
     pub const fn winograd_region_len(&self, v: Winograd) -> usize {
-        let lanes = self.winograd_block(v).next_multiple_of(WINOGRAD_LANES);
+        let lanes = self.winograd_block_most(v).next_multiple_of(WINOGRAD_LANES);
         self.winograd_floats_per_tile(v) * lanes + v.products() * WINOGRAD_SKEW
     }
 
@@ -817,6 +845,6 @@ impl Conv2d {
     /// so the scratch lent at a build's largest sizes serves every smaller one.
     pub const fn winograd_window_len(&self, v: Winograd) -> usize {
         let (t, p) = (v.tile(), v.patch());
-        t * self.winograd_block(v) * (WINOGRAD_LANES + p - t) + (p - t) * (WINOGRAD_LANES - t)
+        t * self.winograd_block_most(v) * (WINOGRAD_LANES + p - t) + (p - t) * (WINOGRAD_LANES - t)
     }
 }

@@ -107,7 +107,7 @@ fn every_padding() {
 #[test]
 fn blocks_across_tile_rows() {
     let p = same(1, 64, [30, 230], 64);
-    let q = same(1, 64, [57, 21], 40);
+    let q = same(1, 64, [77, 21], 40);
     for v in VARIANTS {
         assert!(p.winograd_tiles(v)[1] > p.winograd_block(v));
         let [rows, cols] = q.winograd_tiles(v);
@@ -118,19 +118,39 @@ fn blocks_across_tile_rows() {
 }
 
 /// Blocks of whole tile rows are as even as their count allows: 5 rows of 5 F(2×2)
-/// tiles over 128 channels (at most 24 tiles a block) go in blocks of 3 rows and 2,
-/// not 4 and 1; 10 rows of 10 F(4×4) tiles over 64 channels (at most 24) in blocks of
-/// 2 rows.
+/// tiles over 256 channels (at most 24 tiles a block) go in blocks of 3 rows and 2,
+/// not 4 and 1; 10 rows of 10 F(4×4) tiles over 64 channels (at most 48) in blocks of
+/// 4, 4 and 2 rows. The blocks' most, which sizes the scratch, never shrinks as the
+/// image grows (a build over ranges plans it at the largest sizes), and no block
+/// takes more.
 #[test]
 fn even_blocks() {
-    let p = same(1, 128, [10, 10], 128);
+    let p = same(1, 256, [10, 10], 256);
     assert_eq!(p.winograd_tiles(Winograd::F2), [5, 5]);
+    assert_eq!(p.winograd_block_most(Winograd::F2), 24);
     assert_eq!(p.winograd_block(Winograd::F2), 15);
     let q = same(1, 64, [40, 40], 64);
     assert_eq!(q.winograd_tiles(Winograd::F4), [10, 10]);
-    assert_eq!(q.winograd_block(Winograd::F4), 20);
+    assert_eq!(q.winograd_block_most(Winograd::F4), 48);
+    assert_eq!(q.winograd_block(Winograd::F4), 40);
     check(p, 60);
     check(q, 61);
+    for (c_in, c_out) in [(16, 64), (64, 64), (128, 128), (256, 64), (512, 512)] {
+        for v in VARIANTS {
+            let mut last = 0;
+            for h in 1..48 {
+                for w in [h, 2 * h + 1] {
+                    let p = same(1, c_in, [h, w], c_out);
+                    let (block, most) = (p.winograd_block(v), p.winograd_block_most(v));
+                    assert!(0 < block && block <= most, "{v:?} {p:?}");
+                    if w == h {
+                        assert!(most >= last, "{v:?} {p:?}: {most} after {last}");
+                        last = most;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Layers with fewer input channels than a build over ranges takes, which run as

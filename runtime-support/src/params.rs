@@ -85,7 +85,7 @@ pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN: usize = 16;
 /// time ([`Conv2d::direct_rivals_winograd`], `kernels::conv2d_winograd_or_direct`).
 /// One Zen 5 core, F(4×4) against the direct kernel at sixteen lanes: 16→64 at 55²
 /// with ReLU 0.346 against 0.266 ms, 16→16 at 80² 0.193 against 0.185, 16→32 at 80²
-/// 0.316 against 0.26; SqueezeNet 1.1 (two 16→64 layers at 55²) 3.72 → 3.54 ms. At
+/// 0.316 against 0.26; SqueezeNet 1.1 (two 16→64 layers at 55²) 3.66 → 3.43 ms. At
 /// eight lanes the direct kernel took 0.48 ms where F(4×4) took 0.32 (16→64 at 55²),
 /// and with 24 input channels or more it loses at sixteen lanes too.
 pub const DIRECT_RIVAL_MAX_CHANNELS_IN: usize = 16;
@@ -104,7 +104,7 @@ pub const WINOGRAD_MIN_CHANNELS_OUT: usize = 32;
 /// scratch was part of the arena's peak on Inception v1/v2; twice this for every layer
 /// (blocks twice as wide, up to 1.4× faster on 128 channels at 112×112) once took their
 /// arenas from 0.71/0.85 to 0.78/0.93 of the liveness bound, and took SqueezeNet's
-/// from 0.62 to 0.73 (its 16→64 layers at 55²).
+/// from 0.64 to 0.73 (its 16→64 layers at 55², whose weights are few).
 pub const WINOGRAD_BLOCK_FLOATS: usize = 1 << 16;
 
 /// The most floats a Winograd block's region takes where the layer's transformed
@@ -718,8 +718,8 @@ impl Conv2d {
     /// Tiles per Winograd block, at most ([`Self::winograd_block_most`]); where blocks
     /// take whole tile rows, as few rows as cut the image into as many blocks of about
     /// equal rows: the weights are read once a block whatever its size, and a last
-    /// block of one short row (20 and 5 tiles for 5 rows of 5) multiplied as many
-    /// weights for a quarter of the tiles.
+    /// block of one short row (20 and 5 tiles for 5 rows of 5) read them all again for
+    /// a quarter of the tiles.
     pub const fn winograd_block(&self, v: Winograd) -> usize {
         let [rows, cols] = self.winograd_tiles(v);
         let most = self.winograd_block_most(v);

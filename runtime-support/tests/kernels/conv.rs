@@ -437,6 +437,8 @@ fn direct() {
     // one at a time: 8 blocks, 7 (4 + 2 + 1), 5 at 7×7 (4 + 1), and 60 channels (a
     // partial last block among four). At stride 1 with AVX-512's sixteen lanes, 6
     // blocks (4 + 2) on a row of 21 (its last tile shifted back), with a partial last
+    // block; and two blocks there (one vector a position, tiles of 10 with the window's
+    // columns unrolled) on rows of 23 and of exactly 10, the second with a partial
     // block.
     for (i, p) in [
         params(1, 3, [11, 12], 16, [7, 7], [2, 2], [1, 1], [0; 4], 1),
@@ -448,6 +450,8 @@ fn direct() {
         params(1, 3, [23, 21], 40, [7, 7], [2, 2], [1, 1], [3; 4], 1),
         params(2, 5, [12, 11], 60, [3, 3], [2, 2], [1, 1], [1; 4], 1),
         params(1, 16, [13, 21], 44, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(1, 5, [7, 23], 16, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(1, 2, [5, 10], 12, [3, 3], [1, 1], [1, 1], [1, 0, 1, 0], 1),
     ]
     .into_iter()
     .enumerate()

@@ -6,8 +6,9 @@
 //! keep a packed run near [`BLOCK_FLOATS`], [`block_cols`]; a plane of at most 256
 //! positions in one block where the scratch holds it, [`one_block_scratch_len`]), and
 //! within a block, rows of B in runs of at most [`BLOCK_K`] (whole input channels,
-//! all their taps): one run of one block packed into the packed product's panels (at
-//! most 528 KiB, in L2), then every block of [`MR`] weight rows against each of its
+//! all their taps; [`BLOCK_K_POINTWISE`] rows for a pointwise layer): one run of one
+//! block packed into the packed product's panels (at most 528 KiB, 1 MiB for a
+//! pointwise layer's one block), then every block of [`MR`] weight rows against each of its
 //! panels, the rows' run of W staying in L1 while the panels stream from L2. Each
 //! block's output stage runs once its last run is summed, while the block is in
 //! cache. Where there is one block, W is read once a run (from L3, in a model), and
@@ -96,14 +97,29 @@ const TAIL_ALIGN: usize = PANEL / 2;
 /// Rows of B packed at once, at most (more where one input channel has more taps).
 pub(crate) const BLOCK_K: usize = 512;
 
+/// [`BLOCK_K`] for a pointwise layer. A run more is a pass more over each row block's
+/// output and its set-up, and the deep 1×1 layers of the late stages have few
+/// columns to spread them over. One Zen 5 core, alternated: 2048→512 at 7² 0.494 →
+/// 0.457 ms, 2048→64 at 7² 0.078 → 0.070, 1024→256 at 14² 0.447 → 0.438; ResNet-50's
+/// layers 36.5 → 35.8 ms in all, DenseNet-121's 32 such layers 0.18 ms less in all.
+/// 2048 was no faster than this, and grew ResNet-50's
+/// arena (5.24 → 5.57 MiB); at this the zoo's arenas do not change. Unfolded windows
+/// keep [`BLOCK_K`]: AlexNet's arena grew by a fifth with longer runs of them.
+const BLOCK_K_POINTWISE: usize = 1024;
+
 /// Rows of B in one packed run, of `k` in all, `taps` to an input channel.
 const fn run_rows(k: usize, taps: usize) -> usize {
-    if k <= BLOCK_K {
+    let most = if taps == 1 {
+        BLOCK_K_POINTWISE
+    } else {
+        BLOCK_K
+    };
+    if k <= most {
         k
-    } else if taps >= BLOCK_K {
+    } else if taps >= most {
         taps
     } else {
-        BLOCK_K / taps * taps
+        most / taps * taps
     }
 }
 
@@ -895,7 +911,8 @@ mod tests {
     /// The blocked product of a pointwise layer (B as it lies, rows `ld` apart) at both
     /// vector widths, within 1e-5 of the f64 sums: the panels' columns in the same
     /// bits, the tail's (dot products along `k`, summed a vector at a time) rounded
-    /// apart. With `k` past [`BLOCK_K`], a second run accumulates onto the first.
+    /// apart. With `k` past [`BLOCK_K_POINTWISE`], a second run accumulates onto the
+    /// first.
     /// A pointwise layer's input whose rows start on cache lines (rows a whole number
     /// of panels apart, the first 64-byte aligned) is read in place, not packed: the
     /// same bits as the same input packed (one float off the alignment), at both
@@ -940,7 +957,7 @@ mod tests {
     fn blocked_products_agree_at_both_widths() {
         let shapes = SHAPES
             .into_iter()
-            .chain([(8, 40, BLOCK_K + 3), (6, 300, 20)])
+            .chain([(8, 40, BLOCK_K_POINTWISE + 3), (6, 300, 20)])
             // A half panel after a whole one in the last step of sixteen lanes, and a
             // 13×13 plane's (a half panel and a tail).
             .chain([(11, 56, 20), (7, 169, 40)])

@@ -8,9 +8,9 @@
 //! within a block, rows of B in runs of at most [`BLOCK_K`] (whole input channels,
 //! all their taps; [`BLOCK_K_POINTWISE`] rows for a pointwise layer): one run of one
 //! block packed into the packed product's panels (at most 528 KiB, 1 MiB for a
-//! pointwise layer's one block), then every block of [`MR`] weight rows against each of its
-//! panels, the rows' run of W staying in L1 while the panels stream from L2. Each
-//! block's output stage runs once its last run is summed, while the block is in
+//! pointwise layer's one block), then every block of [`MR`] weight rows against each
+//! of its panels, the rows' run of W staying in L1 while the panels stream from L2.
+//! Each block's output stage runs once its last run is summed, while the block is in
 //! cache. Where there is one block, W is read once a run (from L3, in a model), and
 //! each row block fetches the next one's rows ahead ([`Fetch`]); a pointwise layer's
 //! input of over 1 MiB is fetched a block (or run) ahead the same way
@@ -102,9 +102,9 @@ pub(crate) const BLOCK_K: usize = 512;
 /// columns to spread them over. One Zen 5 core, alternated: 2048→512 at 7² 0.494 →
 /// 0.457 ms, 2048→64 at 7² 0.078 → 0.070, 1024→256 at 14² 0.447 → 0.438; ResNet-50's
 /// layers 36.5 → 35.8 ms in all, DenseNet-121's 32 such layers 0.18 ms less in all.
-/// 2048 was no faster than this, and grew ResNet-50's
-/// arena (5.24 → 5.57 MiB); at this the zoo's arenas do not change. Unfolded windows
-/// keep [`BLOCK_K`]: AlexNet's arena grew by a fifth with longer runs of them.
+/// At 1024 the zoo's arenas do not change; 2048 was no faster, and grew ResNet-50's
+/// (5.24 → 5.57 MiB). Unfolded windows keep [`BLOCK_K`]: runs of 1024 of them grew
+/// AlexNet's arena from 1.26 to 1.43 MiB and ResNet-50's to 5.50, AlexNet no faster.
 const BLOCK_K_POINTWISE: usize = 1024;
 
 /// Rows of B in one packed run, of `k` in all, `taps` to an input channel.

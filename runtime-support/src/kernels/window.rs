@@ -73,9 +73,9 @@ impl Axis {
     }
 
     /// The input positions the taps of output `o` read inside the input, in tap
-    /// order: [`Self::taps_inside`]'s, found tap by tap instead of by its divisions
-    /// (two integer divisions an output, where a pool's edge columns of every row
-    /// call this: a third of the time of a 3×3 average over 192×28²).
+    /// order: [`Self::taps_inside`]'s, found tap by tap instead of by its two integer
+    /// divisions. A pool's stride-1 path recomputes the edge columns of every row
+    /// with this: a 3×3 average over 192×28², one Zen 5 core, 0.068 → 0.065 ms.
     #[inline(always)]
     pub fn inputs_read(&self, o: usize) -> impl Iterator<Item = usize> {
         (0..self.kernel).filter_map(move |k| {

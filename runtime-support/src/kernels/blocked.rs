@@ -100,8 +100,10 @@ pub(crate) const BLOCK_K: usize = 512;
 /// [`BLOCK_K`] for a pointwise layer. A run more is a pass more over each row block's
 /// output and its set-up, and the deep 1×1 layers of the late stages have few
 /// columns to spread them over. One Zen 5 core, alternated: 2048→512 at 7² 0.494 →
-/// 0.457 ms, 2048→64 at 7² 0.078 → 0.070, 1024→256 at 14² 0.447 → 0.438; ResNet-50's
-/// layers 36.5 → 35.8 ms in all, DenseNet-121's 32 such layers 0.18 ms less in all.
+/// 0.457 ms, 2048→64 at 7² 0.078 → 0.070, 1024→256 at 14² 0.447 → 0.438 (weights
+/// warm); in a model, DenseNet-121's 32 such layers 0.18 ms less in all, ResNet-50's
+/// nine 0.01–0.18 ms (its 2048→512 at 7² read their 4 MB of weights from memory there,
+/// 0.54 ms, and gain nothing).
 /// At 1024 the zoo's arenas do not change; 2048 was no faster, and grew ResNet-50's
 /// (5.24 → 5.57 MiB). Unfolded windows keep [`BLOCK_K`]: runs of 1024 of them grew
 /// AlexNet's arena from 1.26 to 1.43 MiB and ResNet-50's to 5.50, AlexNet no faster.

@@ -102,7 +102,7 @@ pub(crate) const BLOCK_K: usize = 512;
 /// columns to spread them over. One Zen 5 core, alternated: 2048→512 at 7² 0.494 →
 /// 0.457 ms, 2048→64 at 7² 0.078 → 0.070, 1024→256 at 14² 0.447 → 0.438 (weights
 /// warm); in a model, DenseNet-121's 32 such layers 0.18 ms less in all, ResNet-50's
-/// nine 0.01–0.18 ms (its 2048→512 at 7² read their 4 MB of weights from memory there,
+/// nine 0.01 ms (its 2048→512 at 7² read their 4 MB of weights from memory there,
 /// 0.54 ms, and gain nothing).
 /// At 1024 the zoo's arenas do not change; 2048 was no faster, and grew ResNet-50's
 /// (5.24 → 5.57 MiB). Unfolded windows keep [`BLOCK_K`]: runs of 1024 of them grew

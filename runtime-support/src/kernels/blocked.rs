@@ -11,10 +11,10 @@
 //! pointwise layer's one block), then every block of [`MR`] weight rows against each
 //! of its panels, the rows' run of W staying in L1 while the panels stream from L2.
 //! Each block's output stage runs once its last run is summed, while the block is in
-//! cache. Where there is one block, W is read once a run (from L3, in a model), and
-//! each row block fetches the next one's rows ahead ([`Fetch`]); a pointwise layer's
-//! input of over 1 MiB is fetched a block (or run) ahead the same way
-//! ([`Ahead::next_cols`]).
+//! cache. Where there is one block, W is read once a run (from L3 or memory, in a
+//! model), and each row block's micro-kernel asks for the next one's rows as it goes
+//! (`packed::fetch_ahead`); a pointwise layer's input of over 1 MiB is fetched a
+//! block (or run) ahead, a few lines a panel ([`Fetch`], [`Ahead::next_cols`]).
 //!
 //! A pointwise layer's input whose rows start on cache lines (rows a whole number of
 //! panels apart, from a 64-byte aligned start: planes of 28×28 or 56×56) is not
@@ -137,7 +137,7 @@ pub(crate) const fn scratch_len(k: usize, taps: usize, n: usize) -> usize {
 /// Scratch floats that let a product of at most [`BLOCK_COLS_MAX`] columns run as one
 /// block however large `k` (a 14×14 plane's 196 positions, two blocks at
 /// [`block_cols`] once `k` > 128, each reading all of W): W is then read once a run,
-/// from L3 in a model, its rows fetched ahead ([`Fetch`]). [`scratch_len`] where
+/// from L3 or memory in a model, its rows fetched ahead ([`Fetching`]). [`scratch_len`] where
 /// that is no more. The product takes one block only where its scratch holds this
 /// much: the least need ([`scratch_len`]) has to grow with `n` (a build over ranges
 /// lends a smaller plane the scratch planned at the largest), and this does not.
@@ -348,7 +348,7 @@ pub(crate) fn product(
 /// What a column block's product fetches into cache while it runs, for what comes
 /// after it.
 struct Ahead {
-    /// The next row block's weights, where W is read once a run ([`Fetch`]).
+    /// The next row block's weights, where W is read once a run ([`Fetching`]).
     weights: bool,
     /// The columns of the next block this thread takes, if any: B's part there is
     /// fetched while the last run of this one is multiplied, as each run fetches the
@@ -648,13 +648,9 @@ impl RowBlocks<'_> {
                 let block = row_block(m - row);
                 let next = row_block(m - row - block);
                 let a = &a[row * lda..];
-                let mut weights = (weights_ahead && next > 0)
-                    .then(|| Fetch::new(&a[block * lda..], lda, next, k, shares));
+                let mut fetch = weights_ahead && next > 0;
                 for p in 0..shares {
                     let panels = panels.from(p * width / PANEL);
-                    if let Some(weights) = &mut weights {
-                        weights.step();
-                    }
                     if let Some(next_b) = &mut next_b {
                         next_b.step();
                     }
@@ -668,7 +664,21 @@ impl RowBlocks<'_> {
                             .as_mut()
                             .subrows_mut(row, block)
                             .subcols_mut(cols.start, cols.len());
-                        panel_of::<S, V>(s, k, a, lda, panels, y, accumulate);
+                        if fetch {
+                            let ahead = block * lda;
+                            simd::dispatch_wide(Fetching {
+                                k,
+                                a,
+                                lda,
+                                panels,
+                                y,
+                                accumulate,
+                                ahead,
+                            });
+                            fetch = false;
+                        } else {
+                            panel_of::<S, V, false>(s, k, a, lda, panels, y, accumulate, 0);
+                        }
                     }
                 }
                 if t > 0 {
@@ -699,16 +709,52 @@ impl RowBlocks<'_> {
     }
 }
 
+/// One row block against one share of panels ([`panel_of`]) that asks for the next
+/// row block's rows of A as it goes (`ahead` floats on). Dispatched on its own, so
+/// that the calls that fetch nothing are compiled as before: inlined beside them, it
+/// made 256→64 at 56² 3 % slower.
+struct Fetching<'a> {
+    k: usize,
+    a: &'a [f32],
+    lda: usize,
+    panels: Panels<'a>,
+    y: faer::MatMut<'a, f32>,
+    accumulate: bool,
+    ahead: usize,
+}
+
+impl WithSimd for Fetching<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        let Fetching {
+            k,
+            a,
+            lda,
+            panels,
+            y,
+            accumulate,
+            ahead,
+        } = self;
+        // [`RowBlocks`]' vectors a row.
+        match S::F32_LANES {
+            16 => panel_of::<S, 4, true>(s, k, a, lda, panels, y, accumulate, ahead),
+            8 => panel_of::<S, 2, true>(s, k, a, lda, panels, y, accumulate, ahead),
+            4 => panel_of::<S, 4, true>(s, k, a, lda, panels, y, accumulate, ahead),
+            _ => {
+                let s = pulp::Scalar::new();
+                panel_of::<_, PANEL, true>(s, k, a, lda, panels, y, accumulate, ahead);
+            }
+        }
+    }
+}
+
 /// A walk over `rows` rows of `cols` floats (`ld` apart) that asks for them to be
 /// brought into cache a few lines a step, spread over `steps` steps ([`Self::step`],
-/// no division on the way: a step comes every panel, as often as every 100 cycles).
-///
-/// The next row block's weights, where W is read once a run (from L3: six rows at once
-/// are six short streams, which the prefetchers follow late): one Zen 4 core, weights
-/// in L3 (16 copies in turn), fastest of 3000 runs: 512→512 at 7² 0.295 → 0.273 ms,
-/// 256→512 at 7² 0.149 → 0.131; but 1 MiB of weights (512→512) read in turn from L2
-/// and L3, not from L3 alone, 0.241 → 0.259. And the part of B packed next (see
-/// [`Ahead::next_cols`]).
+/// no division on the way: a step comes every panel, as often as every 100 cycles):
+/// the part of B packed next (see [`Ahead::next_cols`]). (The next row block's
+/// weights are asked for by the micro-kernel, [`Fetching`].)
 struct Fetch<'a> {
     from: &'a [f32],
     ld: usize,

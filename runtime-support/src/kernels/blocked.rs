@@ -13,8 +13,7 @@
 //! Each block's output stage runs once its last run is summed, while the block is in
 //! cache. Where there is one block, W is read once a run (from L3 or memory, in a
 //! model), and each row block's micro-kernel asks for the next one's rows as it goes
-//! (`packed::fetch_ahead`); a pointwise layer's input of over 1 MiB is fetched a
-//! block (or run) ahead, a few lines a panel ([`Fetch`], [`Ahead::next_cols`]).
+//! ([`Fetching`]). B is left to the hardware prefetchers (see [`block`]).
 //!
 //! A pointwise layer's input whose rows start on cache lines (rows a whole number of
 //! panels apart, from a 64-byte aligned start: planes of 28×28 or 56×56) is not
@@ -82,13 +81,6 @@ const fn block_cols(k: usize, taps: usize) -> usize {
     };
     cols / PANEL * PANEL
 }
-
-/// Bytes of B above which each block fetches the next one's part of it
-/// ([`Ahead::next_cols`]). A smaller B was written by the layer before and is mostly
-/// still in L2 (1 MiB on Zen 4), where fetching it again only costs: 16→32 at 112²
-/// (800 KB of input, in cache) ran 7 % slower with it; 256→64 at 56² (3.2 MB, from
-/// L3) 15 % faster.
-const FETCH_B_MIN_BYTES: usize = 1 << 20;
 
 /// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
 /// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
@@ -183,29 +175,6 @@ impl<'a> Operand<'a> {
             }
         }
     }
-
-    /// Rows `rows` and columns `cols` of B, fetched into cache over `steps` steps ahead
-    /// of their packing: a pointwise layer's input rows there. (The unfolded windows
-    /// read each input row several times, from cache after the first.)
-    fn fetch(&self, rows: Range<usize>, cols: Range<usize>, steps: usize) -> Option<Fetch<'a>> {
-        match *self {
-            Operand::Rows { x, ld } => {
-                let first = (rows.start * ld + cols.start).min(x.len());
-                Some(Fetch::new(&x[first..], ld, rows.len(), cols.len(), steps))
-            }
-            Operand::Unfolded { .. } => None,
-        }
-    }
-}
-
-/// How many row blocks [`row_block`] makes of `m` rows.
-fn row_blocks(m: usize) -> usize {
-    let (mut row, mut count) = (0, 0);
-    while row < m {
-        row += row_block(m - row);
-        count += 1;
-    }
-    count
 }
 
 /// The column blocks of `n` positions: as few as hold at most `most` each, equal and
@@ -268,7 +237,6 @@ pub(crate) fn product(
     // columns, so that each thread packs only its own columns of B (the larger
     // operand) where bands of rows would each pack all of it.
     let narrow = threads > 1 && count < 4 * threads && n >= m && n >= 2 * threads * PANEL;
-    let fetch_b = k * n * size_of::<f32>() > FETCH_B_MIN_BYTES;
     if count >= 4 * threads || narrow {
         // One run of columns per thread, as even as whole panels make them, each cut
         // into blocks of its own. Runs of whole blocks were up to a block apart:
@@ -285,16 +253,11 @@ pub(crate) fn product(
             work,
             scratch,
             |(run, mut y), scratch| {
-                let mut mine = column_blocks(run.len(), most)
-                    .map(|b| b.start + run.start..b.end + run.start)
-                    .peekable();
-                while let Some(cols) = mine.next() {
+                let mine =
+                    column_blocks(run.len(), most).map(|b| b.start + run.start..b.end + run.start);
+                for cols in mine {
                     let out = y.as_mut().subcols_mut(cols.start - run.start, cols.len());
-                    let ahead = Ahead {
-                        weights: false,
-                        next_cols: mine.peek().filter(|_| fetch_b).cloned(),
-                    };
-                    block(w, k, b, cols.clone(), out, accumulate, ahead, scratch);
+                    block(w, k, b, cols.clone(), out, accumulate, false, scratch);
                     finish(
                         0..m,
                         cols.clone(),
@@ -318,12 +281,7 @@ pub(crate) fn product(
             scratch,
             |(rows, mut y), scratch| {
                 let w = &w[rows.start * k..rows.end * k];
-                let mut all = blocks().peekable();
-                while let Some(cols) = all.next() {
-                    let ahead = Ahead {
-                        weights: count == 1,
-                        next_cols: all.peek().filter(|_| fetch_b).cloned(),
-                    };
+                for cols in blocks() {
                     block(
                         w,
                         k,
@@ -331,7 +289,7 @@ pub(crate) fn product(
                         cols.clone(),
                         y.as_mut().subcols_mut(cols.start, cols.len()),
                         accumulate,
-                        ahead,
+                        count == 1,
                         scratch,
                     );
                     finish(
@@ -345,21 +303,17 @@ pub(crate) fn product(
     }
 }
 
-/// What a column block's product fetches into cache while it runs, for what comes
-/// after it.
-struct Ahead {
-    /// The next row block's weights, where W is read once a run ([`Fetching`]).
-    weights: bool,
-    /// The columns of the next block this thread takes, if any: B's part there is
-    /// fetched while the last run of this one is multiplied, as each run fetches the
-    /// next run's rows. A pointwise layer's input is read once, a block at a time, in
-    /// short runs of many rows (256 rows of 512 bytes for 256→64 at 56², 3.2 MB in
-    /// all), which the hardware prefetchers follow late.
-    next_cols: Option<Range<usize>>,
-}
-
 /// One column block `cols` of the product, on one thread: for each run of rows of B,
-/// pack it, then multiply every row block of W by it, fetching `ahead`.
+/// pack it, then multiply every row block of W by it, each asking for the next one's
+/// weights as it goes where `weights_ahead` ([`Fetching`]: where there is one block,
+/// and W is read once a run).
+///
+/// B's next run or block is not fetched ahead: a pointwise layer's input rows, read a
+/// block at a time, are streams the hardware prefetchers follow on Zen 5. Asked for a
+/// few hundred lines a panel (the way that paid on Zen 4, 256→64 at 56² 15 % faster),
+/// they stalled it: one Zen 5 core, 256→64 at 56² 0.528 → 0.491 ms without, 512→128
+/// at 28² 0.452 → 0.434; in ResNet-50, its pointwise layers at 56² and 28² 0.02–0.04
+/// ms faster each.
 #[allow(clippy::too_many_arguments)]
 fn block(
     w: &[f32],
@@ -368,7 +322,7 @@ fn block(
     cols: Range<usize>,
     mut y: faer::MatMut<'_, f32>,
     accumulate: bool,
-    ahead: Ahead,
+    weights_ahead: bool,
     scratch: &mut [f32],
 ) {
     if k == 0 {
@@ -379,12 +333,6 @@ fn block(
     }
     let step = run_rows(k, b.taps());
     for k0 in (0..k).step_by(step) {
-        // The part of B packed next: this block's next run, or the next block's first.
-        let next = if k0 + step < k {
-            Some((k0 + step..(k0 + 2 * step).min(k), cols.clone()))
-        } else {
-            ahead.next_cols.clone().map(|next| (0..step.min(k), next))
-        };
         super::simd::dispatch_narrow(Run {
             b,
             run: k0..(k0 + step).min(k),
@@ -393,8 +341,7 @@ fn block(
             lda: k,
             y: y.as_mut(),
             accumulate: accumulate || k0 > 0,
-            weights_ahead: ahead.weights,
-            next,
+            weights_ahead,
             scratch: &mut *scratch,
         });
     }
@@ -411,8 +358,6 @@ struct Run<'a> {
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
     weights_ahead: bool,
-    /// Rows and columns of B packed next, fetched while this run is multiplied.
-    next: Option<(Range<usize>, Range<usize>)>,
     scratch: &'a mut [f32],
 }
 
@@ -430,7 +375,6 @@ impl WithSimd for Run<'_> {
             y,
             accumulate,
             weights_ahead,
-            next,
             scratch,
         } = self;
         // Whole vectors of columns stay in panels; the rest (`tail`) are moved out
@@ -481,7 +425,6 @@ impl WithSimd for Run<'_> {
             y,
             accumulate,
             weights_ahead,
-            next: next.map(|(rows, cols)| (b, rows, cols)),
         };
         // Packed at eight lanes, multiplied at the widest.
         simd::dispatch_wide(blocks);
@@ -577,10 +520,8 @@ struct RowBlocks<'a> {
     tail: &'a [f32],
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
-    /// Fetch the next row block's run of A while this one runs.
+    /// Fetch the next row block's run of A while this one runs ([`Fetching`]).
     weights_ahead: bool,
-    /// The part of B packed next, fetched a share per panel.
-    next: Option<(Operand<'a>, Range<usize>, Range<usize>)>,
 }
 
 impl WithSimd for RowBlocks<'_> {
@@ -610,15 +551,12 @@ impl RowBlocks<'_> {
             mut y,
             accumulate,
             weights_ahead,
-            next: next_b,
         } = self;
         let (m, n) = (y.nrows(), y.ncols());
         let t = tail.len() / k;
         let paneled = n - t;
         let width = panels_per_step::<S, V>() * PANEL;
         let shares = paneled.div_ceil(width);
-        let mut next_b =
-            next_b.and_then(|(b, rows, cols)| b.fetch(rows, cols, row_blocks(m) * shares));
         // The last share's lone whole panel, or half panel, at sixteen lanes (a 9×9
         // plane's 64 + 16 + 1 positions, a 13×13 plane's 128 + 32 + 8 + 1) is taken apart,
         // with up to twice as many rows at once: one vector a row (of sixteen, or of
@@ -651,9 +589,6 @@ impl RowBlocks<'_> {
                 let mut fetch = weights_ahead && next > 0;
                 for p in 0..shares {
                     let panels = panels.from(p * width / PANEL);
-                    if let Some(next_b) = &mut next_b {
-                        next_b.step();
-                    }
                     let cols = if p + 1 == shares {
                         shared.clone()
                     } else {
@@ -745,62 +680,6 @@ impl WithSimd for Fetching<'_> {
             _ => {
                 let s = pulp::Scalar::new();
                 panel_of::<_, PANEL, true>(s, k, a, lda, panels, y, accumulate, ahead);
-            }
-        }
-    }
-}
-
-/// A walk over `rows` rows of `cols` floats (`ld` apart) that asks for them to be
-/// brought into cache a few lines a step, spread over `steps` steps ([`Self::step`],
-/// no division on the way: a step comes every panel, as often as every 100 cycles):
-/// the part of B packed next (see [`Ahead::next_cols`]). (The next row block's
-/// weights are asked for by the micro-kernel, [`Fetching`].)
-struct Fetch<'a> {
-    from: &'a [f32],
-    ld: usize,
-    rows: usize,
-    /// Cache lines in a row.
-    lines: usize,
-    per_step: usize,
-    /// The next line asked for: row `r`, line `l` of it.
-    r: usize,
-    l: usize,
-}
-
-impl<'a> Fetch<'a> {
-    /// Cache lines are 64 bytes.
-    const LINE: usize = 16;
-
-    fn new(from: &'a [f32], ld: usize, rows: usize, cols: usize, steps: usize) -> Self {
-        let lines = cols.div_ceil(Self::LINE);
-        let per_step = (rows * lines).div_ceil(steps.max(1));
-        Fetch {
-            from,
-            ld,
-            rows,
-            lines,
-            per_step,
-            r: 0,
-            l: 0,
-        }
-    }
-
-    /// Asks for the next few lines. Not inlined: in the panel loop's body it made the
-    /// micro-kernel inlined beside it slower where no fetch ran (16→32 at 112² +3 %).
-    #[inline(never)]
-    fn step(&mut self) {
-        for _ in 0..self.per_step {
-            if self.r == self.rows {
-                return;
-            }
-            simd::prefetch(
-                self.from
-                    .as_ptr()
-                    .wrapping_add(self.r * self.ld + self.l * Self::LINE),
-            );
-            self.l += 1;
-            if self.l == self.lines {
-                (self.r, self.l) = (self.r + 1, 0);
             }
         }
     }

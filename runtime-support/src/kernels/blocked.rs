@@ -629,7 +629,7 @@ impl RowBlocks<'_> {
                     .subrows_mut(group, rows)
                     .subcols_mut(shared.end, PANEL);
                 let panel = panels.from(shared.end / PANEL);
-                lone_panel_of(s, k, a, lda, panel, y, accumulate);
+                lone_panel_of::<S, false>(s, k, a, lda, panel, y, accumulate, 0);
             }
             if half > 0 {
                 let y = y

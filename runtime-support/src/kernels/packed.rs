@@ -107,14 +107,16 @@ pub fn matmul_packed(p: &PackedMatMul, a: &[f32], b: &[f32], y: &mut [f32]) {
         return;
     }
     let b = Panels::packed(b, k);
-    product_shared(a, k, b, k, row_major_mut(y, m, n, n), false);
+    product_shared(a, k, b, k, row_major_mut(y, m, n, n), false, false);
 }
 
 /// `y = a · b` (or `y += a · b` where `accumulate`) on one thread: `a` is row-major
 /// `y.nrows() × k` with rows `lda` apart, `b` is `k × y.ncols()` as [`Panels`] (a
 /// partial last panel's extra columns are read but never stored: zeros where packed,
 /// and where read in place whatever lies there, up to a panel past the last row's
-/// `y.ncols()`), and `y`'s rows are contiguous.
+/// `y.ncols()`), and `y`'s rows are contiguous. Where `fetch_a`, A is read once from
+/// beyond L2 (Winograd's weights), and each block of rows asks for the next one's as
+/// it goes ([`fetch_ahead`]).
 pub(super) fn product(
     a: &[f32],
     lda: usize,
@@ -122,6 +124,7 @@ pub(super) fn product(
     k: usize,
     mut y: faer::MatMut<'_, f32>,
     accumulate: bool,
+    fetch_a: bool,
 ) {
     let (m, n) = (y.nrows(), y.ncols());
     if m == 0 || n == 0 {
@@ -144,6 +147,7 @@ pub(super) fn product(
         b,
         y,
         accumulate,
+        fetch_a,
     });
 }
 
@@ -156,13 +160,14 @@ pub(super) fn product_shared(
     k: usize,
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
+    fetch_a: bool,
 ) {
     let (m, n) = (y.nrows(), y.ncols());
     let threads = threads::current();
     let band = m.div_ceil(threads).next_multiple_of(MR);
     let bands = (0..m.div_ceil(band)).map(|i| i * band..((i + 1) * band).min(m));
     threads::for_each(Split::new(y, true, bands), m * n * k, |(rows, y)| {
-        product(&a[rows.start * lda..], lda, b, k, y, accumulate);
+        product(&a[rows.start * lda..], lda, b, k, y, accumulate, fetch_a);
     });
 }
 
@@ -174,6 +179,7 @@ struct Product<'a> {
     b: Panels<'a>,
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
+    fetch_a: bool,
 }
 
 impl WithSimd for Product<'_> {
@@ -181,19 +187,22 @@ impl WithSimd for Product<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
-        match S::F32_LANES {
-            16 | 8 => self.panels::<S, 2>(s),
-            4 => self.panels::<S, 4>(s),
-            _ => self.panels::<pulp::Scalar, PANEL>(pulp::Scalar::new()),
+        match (S::F32_LANES, self.fetch_a) {
+            (16 | 8, false) => self.panels::<S, 2, false>(s),
+            (16 | 8, true) => self.panels::<S, 2, true>(s),
+            (4, false) => self.panels::<S, 4, false>(s),
+            (4, true) => self.panels::<S, 4, true>(s),
+            _ => self.panels::<pulp::Scalar, PANEL, false>(pulp::Scalar::new()),
         }
     }
 }
 
 impl Product<'_> {
     /// Every step of panels ([`panels_per_step`]) against every block of rows, `V`
-    /// vectors to a row of a step.
+    /// vectors to a row of a step; each block asking for the next one's rows of A
+    /// where `FETCH`.
     #[inline(always)]
-    fn panels<S: Simd, const V: usize>(self, s: S) {
+    fn panels<S: Simd, const V: usize, const FETCH: bool>(self, s: S) {
         let Product {
             k,
             a,
@@ -201,6 +210,7 @@ impl Product<'_> {
             b,
             mut y,
             accumulate,
+            ..
         } = self;
         let (rows, n) = (y.nrows(), y.ncols());
         let width = panels_per_step::<S, V>() * PANEL;
@@ -220,10 +230,13 @@ impl Product<'_> {
                     .as_mut()
                     .subrows_mut(row, block)
                     .subcols_mut(cols.start, cols.len());
+                // The next block's rows start where this one's end (past the last, the
+                // next product's in Winograd's weights).
+                let ahead = block * lda;
                 if lone {
-                    lone_panel_of(s, k, a, lda, panels, y, accumulate);
+                    lone_panel_of::<S, FETCH>(s, k, a, lda, panels, y, accumulate, ahead);
                 } else {
-                    panel_of::<S, V, false>(s, k, a, lda, panels, y, accumulate, 0);
+                    panel_of::<S, V, FETCH>(s, k, a, lda, panels, y, accumulate, ahead);
                 }
                 row += block;
             }
@@ -312,9 +325,11 @@ pub(super) fn panel_of<S: Simd, const V: usize, const FETCH: bool>(
 
 /// `y` (at most `2 · MR` rows, [`lone_panel_block`], at most one vector of columns)
 /// from one panel, one vector a row. Each element is summed in the same order as in
-/// [`panel_of`].
+/// [`panel_of`]; asking for the next call's rows of A as it goes where `FETCH`, as
+/// [`panel_of`] does.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn lone_panel_of<S: Simd>(
+pub(super) fn lone_panel_of<S: Simd, const FETCH: bool>(
     s: S,
     k: usize,
     a: &[f32],
@@ -322,12 +337,13 @@ pub(super) fn lone_panel_of<S: Simd>(
     panel: Panels<'_>,
     y: faer::MatMut<'_, f32>,
     accumulate: bool,
+    ahead: usize,
 ) {
     match y.nrows() {
-        12 => block_of::<S, 1, 12, false>(s, k, a, lda, panel, y, accumulate, 0),
-        11 => block_of::<S, 1, 11, false>(s, k, a, lda, panel, y, accumulate, 0),
-        10 => block_of::<S, 1, 10, false>(s, k, a, lda, panel, y, accumulate, 0),
-        rows => rows_of::<S, 1, false>(s, rows, k, a, lda, panel, y, accumulate, 0),
+        12 => block_of::<S, 1, 12, FETCH>(s, k, a, lda, panel, y, accumulate, ahead),
+        11 => block_of::<S, 1, 11, FETCH>(s, k, a, lda, panel, y, accumulate, ahead),
+        10 => block_of::<S, 1, 10, FETCH>(s, k, a, lda, panel, y, accumulate, ahead),
+        rows => rows_of::<S, 1, FETCH>(s, rows, k, a, lda, panel, y, accumulate, ahead),
     }
 }
 
@@ -353,6 +369,7 @@ pub(super) fn half_panel_of(
         b: panel,
         y,
         accumulate,
+        fetch_a: false,
     }));
 }
 
@@ -371,10 +388,11 @@ impl WithSimd for HalfPanel<'_> {
             b: panel,
             y,
             accumulate,
+            ..
         } = self.0;
         assert!(y.ncols() <= PANEL / 2, "half panel: shape");
         if S::F32_LANES == PANEL / 2 {
-            lone_panel_of(s, k, a, lda, panel, y, accumulate);
+            lone_panel_of::<S, false>(s, k, a, lda, panel, y, accumulate, 0);
         } else {
             // Without AVX2 (not reached from a product at sixteen lanes).
             let s = pulp::Scalar::new();
@@ -651,7 +669,7 @@ pub(super) mod tests {
     /// a panel of NaN past the last row (what the micro-kernel may read there and must
     /// never store), at both widths: the same bits as the packed product, in every
     /// case of a last step (a whole step, one panel, a partial panel of more and of
-    /// fewer than a vector), on one thread and shared.
+    /// fewer than a vector), on one thread and shared, fetching A ahead or not.
     #[test]
     fn in_place_products_match_packed_ones() {
         let shapes = [
@@ -676,19 +694,19 @@ pub(super) mod tests {
                 matmul_packed(&PackedMatMul { m, n, k }, &a, &packed, &mut y);
                 y
             });
-            for shared in [false, true] {
+            for (shared, fetch) in [(false, false), (true, false), (false, true), (true, true)] {
                 let got = at_both_widths(|| {
                     let mut y = vec![f32::NAN; m * n];
                     let (b, y_view) = (Panels::rows(&rows, ld), row_major_mut(&mut y, m, n, n));
                     if shared {
                         let threads = crate::Threads::new(2, 0).expect("threads");
-                        threads.install(|| product_shared(&a, k, b, k, y_view, false));
+                        threads.install(|| product_shared(&a, k, b, k, y_view, false, fetch));
                     } else {
-                        product(&a, k, b, k, y_view, false);
+                        product(&a, k, b, k, y_view, false, fetch);
                     }
                     y
                 });
-                let what = format!("{m}x{n}x{k}, rows {ld} apart, shared {shared}");
+                let what = format!("{m}x{n}x{k}, rows {ld} apart, shared {shared}, fetch {fetch}");
                 assert_eq!(got[0], want[0], "{what}: wide");
                 assert_eq!(got[1], want[1], "{what}: narrow");
             }

@@ -380,6 +380,13 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
 /// read in place by the packed product's micro-kernel, whose last panel may read up
 /// to a panel past a row's `y.ncols()` tiles: the next row's, or the skew (lanes that
 /// are never stored). `shared` shares `y`'s rows among the run's threads.
+///
+/// `u` is read once a block, from memory in a model (F(4×4)'s weights are four times
+/// the layer's): each block of rows asks for the next one's as it goes
+/// (`packed::fetch_ahead`), where the hardware prefetchers follow up to twelve rows at
+/// once late. One Zen 5 core, chains of 30 layers (weights from memory): 192→192 at
+/// 14² (F(4×4)) 14.6 → 9.3 ms, 320→320 at 7² (F(2×2)) 20.6 → 9.0 ms; one layer alone,
+/// its weights in cache, pays for the fetches: 192→192 at 14² 0.258 → 0.280 ms.
 fn multiply(u: &[f32], c_in: usize, v: &[f32], ld: usize, y: faer::MatMut<'_, f32>, shared: bool) {
     if ld < PANEL {
         // Rows shorter than a panel (a block of at most 8 tiles).
@@ -389,9 +396,9 @@ fn multiply(u: &[f32], c_in: usize, v: &[f32], ld: usize, y: faer::MatMut<'_, f3
     }
     let v = Panels::rows(v, ld);
     if shared {
-        packed::product_shared(u, c_in, v, c_in, y, false);
+        packed::product_shared(u, c_in, v, c_in, y, false, true);
     } else {
-        packed::product(u, c_in, v, c_in, y, false);
+        packed::product(u, c_in, v, c_in, y, false, true);
     }
 }
 

@@ -61,17 +61,6 @@ const _: () = assert!(SKEW >= PANEL);
 /// The most products of a variant (F(4×4)'s 36).
 const MAX_PRODUCTS: usize = 36;
 
-/// Bytes of a layer's transformed weights `U` above which its products ask for each
-/// next block of rows of `U` as they go ([`multiply`]). `U` is read once a block, from
-/// memory in a model where it is large (F(4×4)'s is four times the layer's weights),
-/// and the hardware prefetchers follow up to twelve rows at once late. One Zen 5 core,
-/// chains of 30 layers: 192→192 at 14² (F(4×4), 5.3 MB) 14.6 → 9.3 ms, 320→320 at 7²
-/// (F(2×2), 6.6 MB) 20.6 → 9.0 ms. A smaller `U` stays in L2 or L3, where the fetches
-/// only cost: SqueezeNet's two 32→128 at 27² (F(4×4), 0.6 MB) took 0.239 ms each in
-/// the model with them, 0.227 without; above the line, its 64→256 at 13² (2.4 MB)
-/// gained 0.02 ms each from them.
-const FETCH_U_MIN_BYTES: usize = 1 << 20;
-
 /// One mutable slice per product matrix (the unused ones empty).
 type Matrices<'a> = [&'a mut [f32]; MAX_PRODUCTS];
 
@@ -392,17 +381,13 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
 /// to a panel past a row's `y.ncols()` tiles: the next row's, or the skew (lanes that
 /// are never stored). `shared` shares `y`'s rows among the run's threads.
 ///
-/// Where `fetch`, each block of rows of `u` asks for the next one's as it goes
-/// (`packed::fetch_ahead`): see [`FETCH_U_MIN_BYTES`].
-fn multiply(
-    u: &[f32],
-    c_in: usize,
-    v: &[f32],
-    ld: usize,
-    y: faer::MatMut<'_, f32>,
-    shared: bool,
-    fetch: bool,
-) {
+/// `u` is read once a block, from memory in a model (F(4×4)'s weights are four times
+/// the layer's): each block of rows asks for the next one's as it goes
+/// (`packed::fetch_ahead`), where the hardware prefetchers follow up to twelve rows at
+/// once late. One Zen 5 core, chains of 30 layers (weights from memory): 192→192 at
+/// 14² (F(4×4)) 14.6 → 9.3 ms, 320→320 at 7² (F(2×2)) 20.6 → 9.0 ms; one layer alone,
+/// its weights in cache, pays for the fetches: 192→192 at 14² 0.258 → 0.280 ms.
+fn multiply(u: &[f32], c_in: usize, v: &[f32], ld: usize, y: faer::MatMut<'_, f32>, shared: bool) {
     if ld < PANEL {
         // Rows shorter than a panel (a block of at most 8 tiles).
         let lhs = Operand::rows(u, c_in).view(y.nrows(), c_in);
@@ -411,9 +396,9 @@ fn multiply(
     }
     let v = Panels::rows(v, ld);
     if shared {
-        packed::product_shared(u, c_in, v, c_in, y, false, fetch);
+        packed::product_shared(u, c_in, v, c_in, y, false, true);
     } else {
-        packed::product(u, c_in, v, c_in, y, false, fetch);
+        packed::product(u, c_in, v, c_in, y, false, true);
     }
 }
 
@@ -434,11 +419,6 @@ struct Layer<'a, W, const T: usize, const P: usize> {
 }
 
 impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
-    /// Whether the products fetch `U` ahead ([`FETCH_U_MIN_BYTES`]).
-    fn fetch_u(&self) -> bool {
-        size_of_val(self.u) > FETCH_U_MIN_BYTES
-    }
-
     /// Computes output tile rows `rows` into `out` (`c_out` rows over the output
     /// positions of those tile rows), a block for every `group` tile rows from the
     /// first, or for every block's tiles of a row when `group` is 1. `share` lets each
@@ -484,7 +464,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                 let (m, v) = (&mut low[f * ms..][..m_len], &high[..vs]);
                 let u = &self.u[f * p.c_out * p.c_in..][..p.c_out * p.c_in];
                 let dst = gemm::row_major_mut(m, p.c_out, n, ld);
-                multiply(u, p.c_in, v, ld, dst, share, self.fetch_u());
+                multiply(u, p.c_in, v, ld, dst, share);
             }
             vectorize!({
                 for (co, y) in out.as_mut().row_iter_mut().enumerate() {
@@ -568,8 +548,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
             for f in 0..products {
                 let u = &self.u[(f * p.c_out + rows.start) * p.c_in..][..rows.len() * p.c_in];
                 let dst = gemm::row_major_mut(&mut band[f * ms..], rows.len(), n, ld);
-                let v = &v[f * vs..][..vs];
-                multiply(u, p.c_in, v, ld, dst, false, self.fetch_u());
+                multiply(u, p.c_in, &v[f * vs..][..vs], ld, dst, false);
             }
             vectorize!({
                 for (i, y) in y.as_mut().row_iter_mut().enumerate() {

@@ -327,7 +327,10 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
     // than a block), the same on any number of threads, so each product, and each
     // output's sum, is the same.
     let group = (block / tiles_w).max(1);
-    let groups = tile_rows.div_ceil(group);
+    let groups = RowGroups {
+        count: tile_rows.div_ceil(group),
+        tile_rows,
+    };
     let threads = threads::current();
     let window = p.winograd_window_len(v);
     for (x, y) in x
@@ -347,31 +350,52 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
             transforms: std::marker::PhantomData,
         };
         let banded = p.winograd_banded_len(v);
-        if threads > 1 && groups == 1 && banded > 0 && scratch.len() >= banded + window {
+        if threads > 1 && groups.count == 1 && banded > 0 && scratch.len() >= banded + window {
             layer.banded(tile_rows, y, scratch, threads.min(WINOGRAD_MAX_BANDS));
             continue;
         }
-        if threads == 1 || groups < threads {
-            layer.tile_rows(0..tile_rows, group, y, scratch, true);
+        if threads == 1 || groups.count < threads {
+            layer.tile_rows(groups, 0..groups.count, group == 1, y, scratch, true);
             continue;
         }
         // Thread `t` takes groups `t * groups / threads ..`: output columns of `y` (its
         // rows are channels, its columns the positions of the plane).
+        let first_group = |t: usize| t * groups.count / threads;
         let first_row = |t: usize| {
-            let tile_row = (t * groups / threads * group).min(tile_rows);
+            let tile_row = groups.rows(first_group(t)).start;
             (T * tile_row).min(p.h_out) * p.w_out
         };
         let runs = (0..threads).map(|t| first_row(t)..first_row(t + 1));
+        let runs_groups = (0..threads).map(|t| first_group(t)..first_group(t + 1));
         let macs = P * P * p.c_out * p.c_in * tile_rows * tiles_w;
         threads::for_each_with_scratch(
-            Split::new(y, false, runs),
+            Split::new(y, false, runs).zip(runs_groups),
             macs,
             scratch,
-            |(cols, out), scratch| {
-                let rows = cols.start / p.w_out / T..cols.end.div_ceil(p.w_out * T);
-                layer.tile_rows(rows, group, out, scratch, false);
+            |((_, out), run), scratch| {
+                layer.tile_rows(groups, run, group == 1, out, scratch, false);
             },
         );
+    }
+}
+
+/// A layer's tile rows cut into `count` groups as even as whole rows allow (blocks of
+/// rows, or one row each where a row is cut into blocks): 7 rows in three groups are
+/// 2, 2 and 3, not 3, 3 and 1. A block multiplies its tiles in panels of 16 (one
+/// row of 7 tiles, narrower than a panel, went to faer, 2.4× the cost a tile), so
+/// 32→128 at 27² (F(4×4), 49 tiles) took 32 + 32 + 8 columns where it now takes 32 +
+/// 16 + 16.
+#[derive(Clone, Copy)]
+struct RowGroups {
+    count: usize,
+    tile_rows: usize,
+}
+
+impl RowGroups {
+    /// Tile rows of group `g` (`g == count` gives the end).
+    fn rows(self, g: usize) -> Range<usize> {
+        let at = |g: usize| g * self.tile_rows / self.count;
+        at(g)..at(g + 1).min(self.tile_rows)
     }
 }
 
@@ -419,14 +443,15 @@ struct Layer<'a, W, const T: usize, const P: usize> {
 }
 
 impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
-    /// Computes output tile rows `rows` into `out` (`c_out` rows over the output
-    /// positions of those tile rows), a block for every `group` tile rows from the
-    /// first, or for every block's tiles of a row when `group` is 1. `share` lets each
-    /// product be shared among the run's threads.
+    /// Computes the tile rows of groups `run` of `groups` into `out` (`c_out` rows
+    /// over the output positions of those tile rows), a block for each group, or where
+    /// `pieces` (a group is one row, wider than a block) for every block's tiles of
+    /// it. `share` lets each product be shared among the run's threads.
     fn tile_rows(
         &self,
-        rows: Range<usize>,
-        group: usize,
+        groups: RowGroups,
+        run: Range<usize>,
+        pieces: bool,
         mut out: faer::MatMut<'_, f32>,
         scratch: &mut [f32],
         share: bool,
@@ -434,15 +459,16 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         let p = self.p;
         let (block, tiles_w, products) = (self.block, self.tiles_w, P * P);
         let (region, window) = scratch.split_at_mut(self.region);
-        let first_out_row = T * rows.start;
+        let first_out_row = T * groups.rows(run.start).start;
         // A row wider than a block is cut into blocks and a last, narrower piece: equal
         // pieces (narrower products) measured slower, 1.12× against 1.28× im2col's
         // speed on 128 channels at 112×112.
         let piece = block.min(tiles_w);
-        let blocks = rows.clone().step_by(group).flat_map(|r| {
-            let end = (r + group).min(rows.end) * tiles_w;
-            let step = if group == 1 { piece } else { end - r * tiles_w };
-            (r * tiles_w..end)
+        let blocks = run.flat_map(|g| {
+            let rows = groups.rows(g);
+            let (start, end) = (rows.start * tiles_w, rows.end * tiles_w);
+            let step = if pieces { piece } else { end - start };
+            (start..end)
                 .step_by(step)
                 .map(move |start| start..(start + step).min(end))
         });
@@ -666,10 +692,20 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                         continue;
                     }
                     let y = &mut y[tiles.output[k] + i * p.w_out..];
-                    if cols as usize == T {
-                        y[..T].copy_from_slice(&run[..T]);
+                    // A whole tile's row as one fixed-size store, a partial one float
+                    // by float. Two copies (`copy_from_slice`, or a loop LLVM takes
+                    // for one) were merged into a call of `memcpy` per tile row.
+                    let run: &[f32; T] = run[..T].try_into().expect("T lanes");
+                    let cols = cols as usize;
+                    if cols == T {
+                        let to: &mut [f32; T] = (&mut y[..T]).try_into().expect("T outputs");
+                        *to = *run;
                     } else {
-                        y[..cols as usize].copy_from_slice(&run[..cols as usize]);
+                        for (j, &from) in run.iter().enumerate() {
+                            if j < cols {
+                                y[j] = from;
+                            }
+                        }
                     }
                 }
             }

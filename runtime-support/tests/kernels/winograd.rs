@@ -118,11 +118,13 @@ fn blocks_across_tile_rows() {
 }
 
 /// Blocks of whole tile rows are as even as their count allows: 5 rows of 5 F(2×2)
-/// tiles over 256 channels (at most 24 tiles a block) go in blocks of 3 rows and 2,
-/// not 4 and 1; 10 rows of 10 F(4×4) tiles over 64 channels (at most 48) in blocks of
-/// 4, 4 and 2 rows. The blocks' most, which sizes the scratch, never shrinks as the
-/// image grows (a build over ranges plans it at the largest sizes), and no block
-/// takes more.
+/// tiles over 256 channels (at most 24 tiles a block) go in blocks of 3 rows at most,
+/// two blocks, not 4 and 1; 10 rows of 10 F(4×4) tiles over 64 channels (at most 48)
+/// in three blocks of 4 rows at most (the kernel takes 3, 3 and 4); SqueezeNet's
+/// 32→128 at 27² (7 rows of 7 F(4×4) tiles, at most 24) in three of 3 rows at most
+/// (2, 2 and 3, where 3, 3 and 1 left a row of 7 tiles, narrower than a panel). The
+/// blocks' most, which sizes the scratch, never shrinks as the image grows (a build
+/// over ranges plans it at the largest sizes), and no block takes more.
 #[test]
 fn even_blocks() {
     let p = same(1, 256, [10, 10], 256);
@@ -133,8 +135,13 @@ fn even_blocks() {
     assert_eq!(q.winograd_tiles(Winograd::F4), [10, 10]);
     assert_eq!(q.winograd_block_most(Winograd::F4), 48);
     assert_eq!(q.winograd_block(Winograd::F4), 40);
+    let r = same(1, 32, [27, 27], 128);
+    assert_eq!(r.winograd_tiles(Winograd::F4), [7, 7]);
+    assert_eq!(r.winograd_block_most(Winograd::F4), 24);
+    assert_eq!(r.winograd_block(Winograd::F4), 21);
     check(p, 60);
     check(q, 61);
+    check(r, 62);
     for (c_in, c_out) in [(16, 64), (64, 64), (128, 128), (256, 64), (512, 512)] {
         for v in VARIANTS {
             let mut last = 0;

@@ -206,14 +206,16 @@ fn transform_weights<W: Transforms<T, P>, const T: usize, const P: usize>(
     u
 }
 
-/// `Tᵀ x T` of [`LANES`] patches or products `x[row][col]`, for the 1-D transform
+/// `Tᵀ x T` of [`LANES`] patches or products `x(row, col)`, for the 1-D transform
 /// `t` (`v ↦ Tᵀ v`, from `P` points to `O`): along the columns, then the rows. Give
-/// `t` as an `#[inline(always)]` closure: a function item is called through its
+/// `x` and `t` as `#[inline(always)]` closures: a function item is called through its
 /// `Fn::call` shim, which LLVM may leave out of line, compiled for the baseline
-/// (F(4×4)'s input transform was, at 6 % of a layer's time).
+/// (F(4×4)'s input transform was, at 6 % of a layer's time). `x` reads each point
+/// where it lies: the products, gathered first into an array of their own, took 72
+/// stores more a tile group and channel.
 #[inline(always)]
 fn transform_2d<const P: usize, const O: usize>(
-    x: &[[Lanes; P]; P],
+    x: impl Fn(usize, usize) -> Lanes,
     t: impl Fn([Lanes; P]) -> [Lanes; O],
 ) -> [[Lanes; O]; O] {
     // `cols[i][j]` is (Tᵀ x)[i][j].
@@ -221,7 +223,7 @@ fn transform_2d<const P: usize, const O: usize>(
     for j in 0..P {
         let mut col = [[0.0; LANES]; P];
         for (i, c) in col.iter_mut().enumerate() {
-            *c = x[i][j];
+            *c = x(i, j);
         }
         let col = t(col);
         for i in 0..O {
@@ -632,7 +634,8 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                     d.copy_from_slice(&columns[..P]);
                 }
                 let t = transform_2d(
-                    &d,
+                    #[inline(always)]
+                    |i, j| d[i][j],
                     #[inline(always)]
                     |x| W::input_1d(x),
                 );
@@ -662,13 +665,13 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         let bias = self.bias.map_or(0.0, |b| b[co]);
         let zeros = [0.0; LANES];
         for g in (0..tiles.n).step_by(LANES) {
-            let mut prods = [[[0.0; LANES]; P]; P];
             let at = row * tiles.ld + g;
-            for (f, mf) in m.chunks(ms).take(P * P).enumerate() {
-                prods[f / P][f % P] = mf[at..at + LANES].try_into().expect("lanes");
-            }
             let mut tile = transform_2d(
-                &prods,
+                #[inline(always)]
+                |i, j| {
+                    let f = i * P + j;
+                    m[f * ms + at..][..LANES].try_into().expect("lanes")
+                },
                 #[inline(always)]
                 |x| W::output_1d(x),
             );
@@ -796,11 +799,11 @@ mod tests {
         let dl: [[Lanes; P]; P] = std::array::from_fn(|i| {
             std::array::from_fn(|j| std::array::from_fn(|l| d[i][j] * (l + 1) as f32))
         });
-        let vt = transform_2d(&dl, W::input_1d);
+        let vt = transform_2d(|i, j| dl[i][j], W::input_1d);
         let m: [[Lanes; P]; P] = std::array::from_fn(|xi| {
             std::array::from_fn(|nu| std::array::from_fn(|l| u[xi * P + nu] * vt[xi][nu][l]))
         });
-        let y = transform_2d(&m, W::output_1d);
+        let y = transform_2d(|i, j| m[i][j], W::output_1d);
         for i in 0..T {
             for j in 0..T {
                 for (l, &got) in y[i][j].iter().enumerate() {

@@ -360,9 +360,16 @@ fn conv<W: Transforms<T, P>, const T: usize, const P: usize>(
             layer.tile_rows(groups, 0..groups.count, group == 1, y, scratch, true);
             continue;
         }
-        // Thread `t` takes groups `t * groups / threads ..`: output columns of `y` (its
-        // rows are channels, its columns the positions of the plane).
-        let first_group = |t: usize| t * groups.count / threads;
+        // Thread `t` takes the groups from the first that starts at or past its share
+        // of tile rows, `t · tile_rows / threads`: output columns of `y` (its rows are
+        // channels, its columns the positions of the plane). By count of groups, two
+        // threads took 2 rows and 5 of 2, 2 and 3 (32→128 at 27²).
+        let first_group = |t: usize| {
+            let row = (t * tile_rows).div_ceil(threads);
+            (0..groups.count)
+                .find(|&g| groups.rows(g).start >= row)
+                .unwrap_or(groups.count)
+        };
         let first_row = |t: usize| {
             let tile_row = groups.rows(first_group(t)).start;
             (T * tile_row).min(p.h_out) * p.w_out

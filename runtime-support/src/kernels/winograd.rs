@@ -611,20 +611,22 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
         let cols = tiles.window_cols;
         let window = &mut window[..tiles.window_rows * cols];
         let x = &self.x[channels.start * plane..channels.end * plane];
+        // Columns `lo..hi` of a window row lie inside the input row, from its column
+        // `from` on. The padding (those columns and the rows outside the image) is the
+        // same for every channel: zeroed once here, never written by a channel. Filled
+        // row by row, it took two calls of `memset` a row and channel (6 % of 128→32
+        // at 28²).
+        let lo = (-tiles.left).clamp(0, cols as isize) as usize;
+        let hi = (p.w_in as isize - tiles.left).clamp(lo as isize, cols as isize) as usize;
+        let from = (tiles.left + lo as isize) as usize;
+        window.fill(0.0);
         for (ci, x) in x.chunks_exact(plane).enumerate() {
             for (i, row) in window.chunks_exact_mut(cols).enumerate() {
                 let ih = tiles.top + i as isize;
                 if ih < 0 || ih >= p.h_in as isize {
-                    row.fill(0.0);
                     continue;
                 }
                 let src = &x[ih as usize * p.w_in..][..p.w_in];
-                // Columns `lo..hi` of the window row lie inside the input row.
-                let lo = (-tiles.left).clamp(0, cols as isize) as usize;
-                let hi = (p.w_in as isize - tiles.left).clamp(lo as isize, cols as isize) as usize;
-                row[..lo].fill(0.0);
-                row[hi..].fill(0.0);
-                let from = (tiles.left + lo as isize) as usize;
                 row[lo..hi].copy_from_slice(&src[from..from + hi - lo]);
             }
             for (g, patches) in tiles.patch[..tiles.ld].chunks_exact(LANES).enumerate() {
@@ -638,7 +640,7 @@ impl<W: Transforms<T, P>, const T: usize, const P: usize> Layer<'_, W, T, P> {
                         *run = &window[at + i * cols..][..LANES];
                     }
                     let columns = self.transpose.rows(runs);
-                    d.copy_from_slice(&columns[..P]);
+                    *d = columns[..P].try_into().expect("P columns");
                 }
                 let t = transform_2d(
                     #[inline(always)]

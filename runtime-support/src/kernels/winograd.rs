@@ -214,6 +214,7 @@ fn transform_weights<W: Transforms<T, P>, const T: usize, const P: usize>(
 /// where it lies: the products, gathered first into an array of their own, took 72
 /// stores more a tile group and channel.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // `j` is a point's column, not only an index
 fn transform_2d<const P: usize, const O: usize>(
     x: impl Fn(usize, usize) -> Lanes,
     t: impl Fn([Lanes; P]) -> [Lanes; O],

@@ -17,7 +17,8 @@
 //! - `gemm`: Gemm, MatMul and the single faer call every faer product goes through;
 //!   `packed`: MatMul by a constant matrix the compiler packed (our own micro-kernel);
 //! - `elementwise`: unary and broadcasting binary ops, the fused bias/activation stage;
-//! - `pool`: MaxPool/AveragePool and ReduceMean; `norm`: BatchNorm, LRN, Softmax;
+//! - `pool`: MaxPool/AveragePool and ReduceMean (`strided_max`: 3×3 s2 max pools
+//!   with AVX-512); `norm`: BatchNorm, LRN, Softmax;
 //! - `affine`: per-channel scale and shift with a fused activation (folded BatchNorm);
 //! - `layout`: Concat, Transpose, copy;
 //! - helpers: `index` (shape simplification and odometers), `window` (sliding-window
@@ -37,6 +38,8 @@ mod norm;
 mod packed;
 mod pool;
 pub(crate) mod simd;
+#[cfg(target_arch = "x86_64")]
+mod strided_max;
 mod window;
 mod winograd;
 

@@ -145,6 +145,10 @@ struct Pooling {
     /// For [`Path::Rows`] with a 3-wide window at horizontal stride 2: the AVX2
     /// shuffles that fold a row across without splitting it by phase.
     pairs: Option<Pairs>,
+    /// Where [`super::strided_max`] takes the pool (AVX-512, max 3×3 at stride 2,
+    /// unpadded, rows of at most 64): it does, whatever `path` says.
+    #[cfg(target_arch = "x86_64")]
+    strided_max: Option<faer::traits::pulp::x86::V4>,
     /// For an average: each output column's share of its tap count ([`Path::Bands`],
     /// [`Path::Rows`]), or each output's [`reciprocal`] ([`Path::Same`],
     /// [`Path::Interleaved`]).
@@ -264,6 +268,11 @@ impl Pooling {
         let groups = y.chunks_mut(per_group * plane_out).enumerate();
         threads::for_each(groups, work, |(g, out)| {
             let x = &x[g * per_group * plane_in..][..out.len() / plane_out * plane_in];
+            #[cfg(target_arch = "x86_64")]
+            if let Some(v4) = self.strided_max {
+                let (input, output) = ([h.in_len, w.in_len], [h.out_len, w.out_len]);
+                return super::strided_max::planes(v4, input, output, x, out);
+            }
             vectorize!({ self.planes(x, out, &mut Buffers::new(self.identity())) })
         });
     }
@@ -325,6 +334,8 @@ impl Pooling {
             kind: p.kind,
             path,
             pairs,
+            #[cfg(target_arch = "x86_64")]
+            strided_max: super::strided_max::applies(p),
             counts,
         }
     }

@@ -285,6 +285,54 @@ fn interleaved_blocks() {
     }
 }
 
+/// Max pools 3×3 at stride 2 without padding, which `strided_max` takes where the
+/// CPU has AVX-512: rows of every width up to its 64 columns and past them, odd and
+/// even heights, against the reference; then NaNs, which it leaves out as the
+/// reference's fold from -∞ by `f32::max` does (a window of NaNs only gives -∞).
+#[test]
+fn strided_max_pools() {
+    let with = |c: usize, h: usize, w: usize| {
+        params(
+            PoolKind::Max,
+            c,
+            [h, w],
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [0; 4],
+            false,
+        )
+    };
+    for w in [3, 4, 5, 15, 16, 17, 27, 31, 32, 33, 34, 47, 55, 63, 64, 65] {
+        for h in [3, 4, 9] {
+            check(with(3, h, w), (w * 10 + h) as u64);
+        }
+    }
+    for w in [27, 55] {
+        let p = with(5, 9, w);
+        let mut x = Rng::new(7).vec(p.n * p.c * p.h_in * p.w_in);
+        for v in x.iter_mut().step_by(5) {
+            *v = f32::NAN;
+        }
+        // The first window of the second plane: NaNs only.
+        for r in 0..3 {
+            x[p.h_in * p.w_in + r * p.w_in..][..3].fill(f32::NAN);
+        }
+        let mut y = vec![0.0; p.n * p.c * p.h_out * p.w_out];
+        pool2d(&p, &x, &mut y);
+        let want = pool_ref(&p, &x);
+        assert_eq!(
+            y[p.h_out * p.w_out],
+            f32::NEG_INFINITY,
+            "{p:?}: a window of NaNs"
+        );
+        for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
+            let same = got == want || (got.is_nan() && want.is_nan());
+            assert!(same, "{p:?} output {i}: {got} against {want}");
+        }
+    }
+}
+
 #[test]
 fn reduce_mean_rows() {
     for (outer, inner) in [(1, 1), (3, 49), (2, 257), (5, 8), (64, 7)] {

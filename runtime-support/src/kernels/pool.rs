@@ -146,7 +146,7 @@ struct Pooling {
     /// shuffles that fold a row across without splitting it by phase.
     pairs: Option<Pairs>,
     /// Where [`super::strided_max`] takes the pool (AVX-512, max 3×3 at stride 2,
-    /// unpadded, rows of at most 64): it does, whatever `path` says.
+    /// unpadded, rows of at most 128): it does, whatever `path` says.
     #[cfg(target_arch = "x86_64")]
     strided_max: Option<faer::traits::pulp::x86::V4>,
     /// For an average: each output column's share of its tap count ([`Path::Bands`],

@@ -286,7 +286,7 @@ fn interleaved_blocks() {
 }
 
 /// Max pools 3×3 at stride 2 without padding, which `strided_max` takes where the
-/// CPU has AVX-512: rows of every width up to its 64 columns and past them, odd and
+/// CPU has AVX-512: rows of every width up to its 128 columns and past them, odd and
 /// even heights, against the reference; then NaNs, which it leaves out as the
 /// reference's fold from -∞ by `f32::max` does (a window of NaNs only gives -∞).
 #[test]
@@ -303,12 +303,14 @@ fn strided_max_pools() {
             false,
         )
     };
-    for w in [3, 4, 5, 15, 16, 17, 27, 31, 32, 33, 34, 47, 55, 63, 64, 65] {
+    for w in [
+        3, 4, 5, 15, 16, 17, 27, 31, 32, 33, 34, 47, 55, 63, 64, 65, 109, 112, 128, 129,
+    ] {
         for h in [3, 4, 9] {
             check(with(3, h, w), (w * 10 + h) as u64);
         }
     }
-    for w in [27, 55] {
+    for w in [27, 55, 112] {
         let p = with(5, 9, w);
         let mut x = Rng::new(7).vec(p.n * p.c * p.h_in * p.w_in);
         for v in x.iter_mut().step_by(5) {

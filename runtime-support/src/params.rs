@@ -80,14 +80,19 @@ pub const WINOGRAD_BY_SHAPE_MIN_CHANNELS_IN: usize = 16;
 
 /// Most input channels of a 3×3 stride-1 layer that runs as Winograd by its shape
 /// ([`Conv2d::winograd_variant`]) for which the direct kernel is the faster where the
-/// CPU has sixteen lanes, and slower where it has eight: such a layer carries its raw
+/// CPU does sixteen-lane multiply-adds at full rate, and slower where it has eight or
+/// splits sixteen in two halves (Zen 4): such a layer carries its raw
 /// weights beside the transformed ones, and the kernel takes one or the other at run
 /// time ([`Conv2d::direct_rivals_winograd`], `kernels::conv2d_winograd_or_direct`).
 /// One Zen 5 core, F(4×4) against the direct kernel at sixteen lanes: 16→64 at 55²
 /// with ReLU 0.346 against 0.266 ms, 16→16 at 80² 0.193 against 0.185, 16→32 at 80²
 /// 0.316 against 0.26; SqueezeNet 1.1 (two 16→64 layers at 55²) 3.66 → 3.43 ms. At
 /// eight lanes the direct kernel took 0.48 ms where F(4×4) took 0.32 (16→64 at 55²),
-/// and with 24 input channels or more it loses at sixteen lanes too.
+/// and with 24 input channels or more it loses at sixteen lanes too. One Zen 4 core
+/// (AVX-512 as two halves, the direct kernel's multiply-adds at that core's peak),
+/// the direct kernel against F(4×4), alternated: 16→64 at 55² 0.563 against 0.423
+/// ms, 16→64 at 28² 0.168 against 0.109, 16→16 at 80² 0.300 against 0.264, 16→32 at
+/// 80² 0.583 against 0.444, at 160² 2.41 against 1.97; SqueezeNet 1.1 6.25 → 5.95 ms.
 pub const DIRECT_RIVAL_MAX_CHANNELS_IN: usize = 16;
 
 /// Least output channels for Winograd where the shape may decide
@@ -807,7 +812,7 @@ impl Conv2d {
     }
 
     /// Whether a layer that runs as Winograd also carries its raw weights, for the
-    /// direct kernel to take it where the CPU has sixteen lanes
+    /// direct kernel to take it where the CPU has sixteen lanes at full rate
     /// (`kernels::conv2d_winograd_or_direct`): a direct convolution's window
     /// ([`Self::direct_applies`]) over at most [`DIRECT_RIVAL_MAX_CHANNELS_IN`] input
     /// channels.

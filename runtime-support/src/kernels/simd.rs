@@ -120,6 +120,39 @@ pub(crate) fn sixteen_lanes() -> bool {
     wide_registers()
 }
 
+/// Whether the CPU issues its sixteen-lane multiply-adds whole, two a cycle: AVX-512
+/// on any core but AMD's Zen 4 (family 19h, the only one with AVX-512), which splits
+/// each into two eight-lane halves and so does no more multiply-adds a cycle at
+/// sixteen lanes than at eight. A kernel that wins only by the rate goes elsewhere
+/// there (`winograd::conv2d_winograd_or_direct`). Read once; the same on every call.
+#[inline(always)]
+pub(crate) fn full_rate_sixteen_lanes() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ZEN4: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        sixteen_lanes() && !*ZEN4.get_or_init(zen4)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether this is an AMD CPU of family 19h (Zen 3 and Zen 4; of those, only Zen 4
+/// has AVX-512).
+#[cfg(target_arch = "x86_64")]
+fn zen4() -> bool {
+    use std::arch::x86_64::__cpuid;
+    let vendor = __cpuid(0);
+    let amd = (vendor.ebx, vendor.edx, vendor.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163);
+    let signature = __cpuid(1).eax;
+    let base = (signature >> 8) & 0xf;
+    let family = if base == 0xf {
+        base + ((signature >> 20) & 0xff)
+    } else {
+        base
+    };
+    amd && family == 0x19
+}
+
 /// Runs `op` at the widest vectors the CPU has (sixteen lanes with AVX-512).
 #[inline(always)]
 pub(crate) fn dispatch_wide<Op: WithSimd>(op: Op) -> Op::Output {
@@ -580,6 +613,27 @@ pub(crate) fn fold8<T: Copy, A: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CPUID decoding agrees with the kernel's own reading of the CPU: Zen 4
+    /// (AMD, family 25 with AVX-512) is the one CPU with sixteen lanes at half rate.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn half_rate_sixteen_lanes_only_on_zen4() {
+        let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+        let field = |name: &str| {
+            info.lines()
+                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+                .and_then(|l| l.split(':').nth(1))
+                .map(str::trim)
+                .expect("a field of /proc/cpuinfo")
+        };
+        let zen4 = field("vendor_id") == "AuthenticAMD" && field("cpu family") == "25";
+        assert_eq!(super::zen4(), zen4);
+        assert_eq!(full_rate_sixteen_lanes(), sixteen_lanes() && !zen4);
+        NARROW_ONLY.set(true);
+        assert!(!full_rate_sixteen_lanes(), "at eight lanes");
+        NARROW_ONLY.set(false);
+    }
 
     /// The vector maps give the same bits at sixteen lanes and at eight (each lane
     /// goes through the same operations), the masked last batch included.

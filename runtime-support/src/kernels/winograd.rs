@@ -285,9 +285,10 @@ pub fn conv2d_winograd(
 
 /// A layer the direct kernel may take instead of Winograd
 /// ([`Conv2d::direct_rivals_winograd`]), given both its transformed weights `u` and its
-/// raw OIHW weights `w`: where the CPU has sixteen lanes the direct kernel computes it
-/// from `w` ([`super::conv2d`]), which is faster there, and elsewhere
-/// [`conv2d_winograd`] from `u`, which is faster there
+/// raw OIHW weights `w`: where the CPU does sixteen-lane multiply-adds at full rate
+/// ([`super::simd::full_rate_sixteen_lanes`]) the direct kernel computes it from `w`
+/// ([`super::conv2d`]), which is faster there, and elsewhere (eight lanes, or Zen 4's
+/// halved sixteen) [`conv2d_winograd`] from `u`, which is faster there
 /// ([`crate::params::DIRECT_RIVAL_MAX_CHANNELS_IN`] has the figures). The two round
 /// differently; which one runs depends on the CPU alone, so a machine gives the same
 /// bits on every run.
@@ -306,7 +307,7 @@ pub fn conv2d_winograd_or_direct(
         p.direct_rivals_winograd(),
         "conv2d_winograd_or_direct: not a direct kernel's layer, {p:?}"
     );
-    if super::simd::sixteen_lanes() {
+    if super::simd::full_rate_sixteen_lanes() {
         super::conv2d(p, x, w, bias, y, scratch);
     } else {
         conv2d_winograd(p, v, x, u, bias, y, scratch);

@@ -256,6 +256,9 @@ fn conv(
         let lent = scratch.len().min(p.scratch_len());
         return super::depthwise::depthwise(p, x, w, bias, y, &mut scratch[..lent]);
     }
+    if super::stem::takes(p) {
+        return super::stem::stem(p, x, w, bias, y, &mut scratch[..needed]);
+    }
     if p.direct_applies() {
         return super::direct::direct(p, None, x, w, bias, y, &mut scratch[..needed]);
     }

@@ -10,7 +10,8 @@
 //! - `conv`: Conv2d (pointwise, im2col + GEMM); `blocked`: its product over blocks
 //!   of the input or its unfolded windows, packed on the fly; `depthwise` and `direct`: its
 //!   direct kernels in explicit SIMD (depthwise; 3×3 with few input channels), which
-//!   share `depthwise`'s 8×8 transposes;
+//!   share `depthwise`'s 8×8 transposes; `stem`: image stems (at most 4 input
+//!   channels) with output positions as the lanes, no transposes;
 //! - `winograd`: Conv2d 3×3 at stride 1 as Winograd F(2×2, 3×3) or F(4×4, 3×3), weights transformed
 //!   at compile time (or, for a few input channels on a CPU with sixteen lanes, the
 //!   direct kernel over the raw weights the layer carries too);
@@ -38,6 +39,7 @@ mod norm;
 mod packed;
 mod pool;
 pub(crate) mod simd;
+mod stem;
 #[cfg(target_arch = "x86_64")]
 mod strided_max;
 mod window;

@@ -469,6 +469,34 @@ fn direct() {
     assert!(!params(1, 256, [9, 9], 32, [3, 3], [1, 1], [1, 1], [0; 4], 1).direct_applies());
 }
 
+/// Image stems of at most 4 input channels whose rows hold a vector, which take the
+/// kernel with positions as the lanes where the CPU has sixteen lanes (`stem.rs`; the
+/// direct kernel elsewhere): both strides, 3×3 and 7×7, rows of exactly a vector, of
+/// a vector and a part and of several tiles, even and odd left pads, a batch, and
+/// activations with and without a vector form.
+#[test]
+fn stems() {
+    let cases = [
+        params(1, 3, [40, 38], 16, [3, 3], [2, 2], [1, 1], [1; 4], 1),
+        params(2, 3, [33, 33], 8, [3, 3], [2, 2], [1, 1], [0; 4], 1),
+        params(1, 4, [20, 33], 12, [3, 3], [1, 1], [1, 1], [1; 4], 1),
+        params(1, 1, [18, 18], 4, [3, 3], [1, 1], [1, 1], [1, 0, 1, 0], 1),
+        params(1, 3, [45, 50], 24, [7, 7], [2, 2], [1, 1], [3; 4], 1),
+        params(1, 2, [17, 230], 20, [3, 3], [2, 2], [1, 1], [1, 0, 0, 1], 1),
+    ];
+    let activations = [
+        Activation::None,
+        Activation::HardSwish,
+        Activation::Swish { alpha: 1.0 },
+    ];
+    for (i, p) in cases.into_iter().enumerate() {
+        assert!(p.direct_applies() && p.w_out >= 16, "{p:?}");
+        for (j, activation) in activations.into_iter().enumerate() {
+            check(Conv2d { activation, ..p }, 200 + 3 * i as u64 + j as u64);
+        }
+    }
+}
+
 /// A max pool over `p`'s output (`[top, left, bottom, right]` pads), its output
 /// sizes rounded up under `ceil` (ONNX `ceil_mode`, a last window past the pads).
 pub(crate) fn max_pool_of(

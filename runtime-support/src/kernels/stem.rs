@@ -4,8 +4,8 @@
 //! output positions as the vector lanes. Each vector of accumulators is a run of one
 //! output row of one channel, stored to its plane as it lies. The direct kernel
 //! (`direct.rs`) puts the channels in the lanes instead and writes each finished row
-//! back to the planes through a row buffer and 8×8 transposes, which for a stem's few
-//! input channels cost as much as a third of the multiply-adds.
+//! back to the planes through a row buffer and 8×8 transposes: passes over the output
+//! that a stem, with only 27 multiply-adds an output at 3×3 over 3 channels, feels.
 //!
 //! A tile is [`CHANNELS`] output channels by up to [`MOST_VECTORS`] vectors of one
 //! output row (24 accumulators); each tap is one load of the input row per vector,
@@ -17,7 +17,8 @@
 //!
 //! Each output is summed in the direct kernel's order (bias, then input channels,
 //! window rows and columns, each a fused multiply-add) and activated by the same
-//! function over the finished rows, so both give the same bits: a stem whose max
+//! function (`bias_activate`, over a tile's columns once stored, or over whole rows for
+//! the `exp` maps), so both give the same bits: a stem whose max
 //! pool is fused in (`conv2d_max_pool`, the direct kernel) matches its two steps apart.
 //! Threads take runs of whole output planes, each with its own ring.
 

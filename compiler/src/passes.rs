@@ -193,7 +193,7 @@ fn try_fold_bn(graph: &mut Graph, conv_index: usize) -> Option<usize> {
 }
 
 /// Inference BatchNormalization with constant parameters (one not folded into a
-/// convolution) becomes a [`Op::ChannelAffine`]: `scale = s/√(var+ε)`,
+/// convolution) becomes a [`ChannelAffine`]: `scale = s/√(var+ε)`,
 /// `shift = β − mean·scale`, so the kernel does one multiply-add per element.
 pub fn batchnorm_to_affine(graph: &mut Graph) {
     for i in 0..graph.nodes.len() {

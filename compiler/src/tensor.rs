@@ -2,7 +2,7 @@
 //!
 //! A constant keeps the type the model gave it: int64 shape arithmetic stays int64
 //! (exact above 2^24), float16 weights stay float16. Generic code over the element
-//! type goes through [`dispatch_data!`] (a `Data` value) and [`dispatch_dtype!`] (a
+//! type goes through `dispatch_data!` (a `Data` value) and `dispatch_dtype!` (a
 //! `DType`), which bind a type alias per arm so one body serves every type.
 //!
 //! The small types (float8, float4, int4/uint4, int2/uint2) are one byte per element

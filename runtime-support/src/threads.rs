@@ -2,7 +2,7 @@
 //!
 //! [`Threads::new(n)`](Threads::new) starts `n - 1` workers; the thread that calls
 //! `run` is the n-th. [`Threads::install`] makes them the current pool while a run
-//! executes, and kernels ask for them through [`for_each`], which spreads a kernel's
+//! executes, and kernels ask for them through `for_each`, which spreads a kernel's
 //! independent parts (row blocks of a product, channel ranges of an unfolding) over
 //! the pool and returns when all are done. Nothing is spawned or allocated per run:
 //! a job is a borrowed closure published under a mutex, and workers spin briefly

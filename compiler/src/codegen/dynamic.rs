@@ -2,8 +2,8 @@
 //! `run` reads the dims, checks them, computes every buffer's offset and length in
 //! straight-line integer code (`layout`) and passes dims to the kernels.
 //!
-//! The steps come from the CPU emitter itself ([`super::cpu::Emitter`] with
-//! [`Places::Layout`]), emitted once per sampled point of the ranges and merged by
+//! The steps come from the CPU emitter itself (`cpu::Emitter` with
+//! `Places::Layout`), emitted once per sampled point of the ranges and merged by
 //! [`fit::merge`]: a literal that changes with the dims becomes its expression in the
 //! symbols, so the same kernel calls serve every point.
 

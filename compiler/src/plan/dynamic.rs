@@ -669,7 +669,7 @@ impl DynamicPlan {
 
     /// The plan at one point as a static [`PlanInput`] and [`MemoryPlan`] (reserved
     /// sizes, slice offsets as `input` names them there, no overlaps), for reports
-    /// and for [`super::validate`].
+    /// and for [`super::validate()`].
     pub fn at(
         &self,
         input: &DynamicInput,

@@ -6,7 +6,7 @@
 //! target's, a slice's offset is a multiple of the alignment. And at sampled points
 //! ([`sample_points`]: the corners of the ranges and seeded random values) it
 //! evaluates the plan as generated code would and hands it to the static validator
-//! ([`validate`]), which recomputes lifetimes and sizes from the point's input and
+//! ([`validate()`]), which recomputes lifetimes and sizes from the point's input and
 //! sweeps for overlaps; there the arena must not exceed the plan's maximum, and
 //! every requested size must fit what the arena holds for it.
 

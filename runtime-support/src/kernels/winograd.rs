@@ -286,7 +286,7 @@ pub fn conv2d_winograd(
 /// A layer the direct kernel may take instead of Winograd
 /// ([`Conv2d::direct_rivals_winograd`]), given both its transformed weights `u` and its
 /// raw OIHW weights `w`: where the CPU does sixteen-lane multiply-adds at full rate
-/// ([`super::simd::full_rate_sixteen_lanes`]) the direct kernel computes it from `w`
+/// (`simd::full_rate_sixteen_lanes`) the direct kernel computes it from `w`
 /// ([`super::conv2d`]), which is faster there, and elsewhere (eight lanes, or Zen 4's
 /// halved sixteen) [`conv2d_winograd`] from `u`, which is faster there
 /// ([`crate::params::DIRECT_RIVAL_MAX_CHANNELS_IN`] has the figures). The two round

@@ -431,7 +431,7 @@ const fn steps_at_once(seq_len: usize) -> usize {
 
 impl Lstm {
     /// Elements of `T` the `scratch` argument of [`lstm`] holds: the states, and the
-    /// four gates of every batch row over [`STEPS_AT_ONCE`] steps (float32 computes
+    /// four gates of every batch row over `STEPS_AT_ONCE` steps (float32 computes
     /// `W·x` for those steps in one product, reading `W` once instead of once a step,
     /// then adds `R·h` a step at a time).
     pub const fn scratch_len(&self) -> usize {
@@ -672,7 +672,7 @@ pub struct Gru {
 
 impl Gru {
     /// Elements of `T` the `scratch` argument of [`gru`] holds: the states and the
-    /// reset gate, the three gates' `W·x` of every batch row over [`STEPS_AT_ONCE`]
+    /// reset gate, the three gates' `W·x` of every batch row over `STEPS_AT_ONCE`
     /// steps, and one row's `R·h` (float32, as for [`lstm`]).
     pub const fn scratch_len(&self) -> usize {
         let steps = steps_at_once(self.seq_len);

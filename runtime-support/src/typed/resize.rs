@@ -1,5 +1,5 @@
 //! Resampling kernels: Resize (and Upsample) over per-axis tap tables
-//! ([`super::resize_tables`]), GridSample, AffineGrid and Col2Im.
+//! ([`super::resize_tables`](mod@super::resize_tables)), GridSample, AffineGrid and Col2Im.
 //!
 //! Floats compute in `f64` and round once to their own type; integer results round
 //! half to even and saturate, like the ONNX reference's `saturate_cast`. Nothing

@@ -110,7 +110,7 @@ impl ResizeSampling {
                     || (isclose(self.roi_begin[d], 0.0) && isclose(self.roi_end[d], 1.0))))
     }
 
-    /// Taps per output position of a resized axis, before [`Self::axis_table`] finds it
+    /// Taps per output position of a resized axis, before `Self::axis_table` finds it
     /// is a copy (one tap).
     pub fn kernel_taps(&self, d: usize) -> usize {
         let footprint = |radius: f64| (2 - 2 * footprint_start(radius, self.scale[d])) as usize;

@@ -485,7 +485,14 @@ impl<'a> MaxPoolRows<'a> {
 /// Writes padded input row `r` of every input channel into its slot of the ring
 /// (`[c_in][ring_rows][row]`), the padding as zeros.
 #[inline(always)]
-fn load_row(p: &Conv2d, x: &[f32], r: usize, ring_rows: usize, row: usize, ring: &mut [f32]) {
+pub(super) fn load_row(
+    p: &Conv2d,
+    x: &[f32],
+    r: usize,
+    ring_rows: usize,
+    row: usize,
+    ring: &mut [f32],
+) {
     let [top, left, _, _] = p.pads;
     let ih = r.checked_sub(top).filter(|&ih| ih < p.h_in);
     let plane_in = p.h_in * p.w_in;

@@ -25,6 +25,7 @@
 use faer::traits::pulp::{Simd, WithSimd};
 
 use super::depthwise::{load, store};
+use super::direct;
 use super::elementwise::{VectorActivation, bias_activate};
 use crate::params::{Activation, Conv2d};
 use crate::threads;
@@ -276,10 +277,14 @@ impl Tile<'_> {
 }
 
 /// Writes padded input row `r` of every input channel into its slot of the ring
-/// (`[c_in][ring_rows][row]`), the padding as zeros; at stride 2 split by phase, the
-/// even padded columns first and the odd ones from `row.div_ceil(2)` on.
+/// (`[c_in][ring_rows][row]`), the padding as zeros: at stride 1 as the direct kernel
+/// does ([`direct::load_row`]), at stride 2 split by phase, the even padded columns
+/// first and the odd ones from `row.div_ceil(2)` on.
 #[inline(always)]
 fn load_row(p: &Conv2d, x: &[f32], r: usize, ring_rows: usize, row: usize, ring: &mut [f32]) {
+    if p.stride[1] == 1 {
+        return direct::load_row(p, x, r, ring_rows, row, ring);
+    }
     let [top, left, _, _] = p.pads;
     let ih = r.checked_sub(top).filter(|&ih| ih < p.h_in);
     let plane_in = p.h_in * p.w_in;
@@ -290,10 +295,6 @@ fn load_row(p: &Conv2d, x: &[f32], r: usize, ring_rows: usize, row: usize, ring:
             continue;
         };
         let from = &x[ci * plane_in + ih * p.w_in..][..p.w_in];
-        if p.stride[1] == 1 {
-            slot[left..][..p.w_in].copy_from_slice(from);
-            continue;
-        }
         // Padded column `left + j` goes to phase `(left + j) % 2` at `(left + j) / 2`:
         // pairs of input columns land in both phases at one index.
         let (even, odd) = slot.split_at_mut(row.div_ceil(2));
@@ -397,7 +398,7 @@ mod tests {
             let len = p.c_out * p.h_out * p.w_out;
             let mut want = vec![f32::NAN; len];
             let mut scratch = vec![f32::NAN; p.scratch_len()];
-            super::super::direct::direct(&p, None, &x, &w, Some(&b), &mut want, &mut scratch);
+            direct::direct(&p, None, &x, &w, Some(&b), &mut want, &mut scratch);
             for threads in [1, 2] {
                 let pool = crate::Threads::new(threads, p.scratch_len() * 4).unwrap();
                 let mut got = vec![f32::NAN; len];

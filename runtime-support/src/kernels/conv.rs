@@ -27,6 +27,7 @@ use std::ops::Range;
 use super::blocked;
 use super::elementwise::{bias_activate, gather, residual_bias_activate};
 use super::gemm::{self, Operand};
+use super::packed::Epilogue;
 use super::simd::vectorize;
 use super::window::Window;
 use crate::params::{Activation, CONV_MAX_BLOCK, Conv2d, Pool2d, PoolKind};
@@ -301,6 +302,13 @@ fn conv(
                 let channel_bias = bias_g.map_or(0.0, |b| b[c]);
                 (channel_bias, residual_g.map(|r| &r[c * plane_out..][cols]))
             };
+            // The output stage in the product's registers where it has a vector form
+            // and no residual to read, else (and for each block's tail) over each
+            // finished block.
+            let epilogue = match residual_g {
+                None if k_len > 0 => Epilogue::new(bias_g, p.activation),
+                _ => None,
+            };
             // The output stage of a product's block `out`: output channels `rows`
             // at positions `cols`.
             let finish =
@@ -324,7 +332,7 @@ fn conv(
                 blocked::Operand::Unfolded { win: &win, x: xg }
             };
             let yg = gemm::row_major_mut(yg, c_out_g, plane_out, row_stride);
-            blocked::product(wg, b, yg, accumulate, scratch, finish);
+            blocked::product(wg, b, yg, accumulate, epilogue, scratch, finish);
         }
     }
 }

@@ -197,6 +197,29 @@ impl VectorActivation {
             }
         }
     }
+
+    /// [`apply`](Self::apply) to each of `vs`, matched once for all of them: each arm
+    /// applies a variant known there, whose own match folds away (a block of a
+    /// product's accumulators, unrolled, would otherwise branch on every vector).
+    #[inline(always)]
+    pub(crate) fn apply_each<S: Simd>(self, s: S, vs: &mut [S::f32s]) {
+        macro_rules! each {
+            ($act:expr) => {{
+                let act = $act;
+                for v in vs {
+                    *v = act.apply(s, *v);
+                }
+            }};
+        }
+        match self {
+            Self::Identity => {}
+            Self::Relu => each!(Self::Relu),
+            Self::LeakyRelu { alpha } => each!(Self::LeakyRelu { alpha }),
+            Self::Clip { min, max } => each!(Self::Clip { min, max }),
+            Self::HardSigmoid { alpha, beta } => each!(Self::HardSigmoid { alpha, beta }),
+            Self::HardSwish => each!(Self::HardSwish),
+        }
+    }
 }
 
 /// `clamp(v, 0, 1)` keeping NaN, as `f32::clamp` does.

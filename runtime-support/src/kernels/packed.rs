@@ -31,12 +31,15 @@
 //! position has a panel to itself: ResNet-50's 512→512 s2 to 7×7 −9 % cycles).
 //! Threads take bands of whole row blocks.
 
+use std::ops::Range;
+
 use faer::traits::pulp::{self, Simd, WithSimd};
 
 use super::depthwise::{load, store};
+use super::elementwise::VectorActivation;
 use super::gemm::{Split, row_major_mut};
 use super::simd;
-use crate::params::PackedMatMul;
+use crate::params::{Activation, PackedMatMul};
 use crate::threads;
 
 /// Columns of B in one packed panel: two AVX2 vectors.
@@ -147,6 +150,7 @@ pub(super) fn product(
         b,
         y,
         accumulate,
+        epilogue: None,
         fetch_a,
     });
 }
@@ -179,6 +183,7 @@ struct Product<'a> {
     b: Panels<'a>,
     y: faer::MatMut<'a, f32>,
     accumulate: bool,
+    epilogue: Option<Epilogue<'a>>,
     fetch_a: bool,
 }
 
@@ -210,6 +215,7 @@ impl Product<'_> {
             b,
             mut y,
             accumulate,
+            epilogue,
             ..
         } = self;
         let (rows, n) = (y.nrows(), y.ncols());
@@ -233,10 +239,11 @@ impl Product<'_> {
                 // The next block's rows start where this one's end (past the last, the
                 // next product's in Winograd's weights).
                 let ahead = block * lda;
+                let out = Out::new(y, accumulate, epilogue.map(|e| e.rows_from(row)));
                 if lone {
-                    lone_panel_of::<S, FETCH>(s, k, a, lda, panels, y, accumulate, ahead);
+                    lone_panel_of::<S, FETCH>(s, k, a, lda, panels, out, ahead);
                 } else {
-                    panel_of::<S, V, FETCH>(s, k, a, lda, panels, y, accumulate, ahead);
+                    panel_of::<S, V, FETCH>(s, k, a, lda, panels, out, ahead);
                 }
                 row += block;
             }
@@ -295,14 +302,104 @@ pub(super) const fn panels_per_step<S: Simd, const V: usize>() -> usize {
     (V * S::F32_LANES).div_ceil(PANEL)
 }
 
-/// `y` (at most [`MR`] rows, the columns of `panels`) from up to four consecutive
+/// A block of Y as the micro-kernel stores it: its rows contiguous, its sums started
+/// from zero or (where `accumulate`) from what it holds, and on a product's last run
+/// of `k` its output stage applied in registers where there is one ([`Epilogue`]).
+pub(super) struct Out<'a> {
+    pub(super) y: faer::MatMut<'a, f32>,
+    pub(super) accumulate: bool,
+    pub(super) epilogue: Option<Epilogue<'a>>,
+}
+
+impl<'a> Out<'a> {
+    #[inline(always)]
+    pub(super) fn new(
+        y: faer::MatMut<'a, f32>,
+        accumulate: bool,
+        epilogue: Option<Epilogue<'a>>,
+    ) -> Self {
+        Out {
+            y,
+            accumulate,
+            epilogue,
+        }
+    }
+
+    /// Rows `rows` and columns `cols` of this block, stored the same way.
+    #[inline(always)]
+    pub(super) fn part(&mut self, rows: Range<usize>, cols: Range<usize>) -> Out<'_> {
+        Out {
+            y: self
+                .y
+                .as_mut()
+                .subrows_mut(rows.start, rows.len())
+                .subcols_mut(cols.start, cols.len()),
+            accumulate: self.accumulate,
+            epilogue: self.epilogue.map(|e| e.rows_from(rows.start)),
+        }
+    }
+}
+
+/// A convolution's output stage applied to a block's sums before they are stored:
+/// `act(sum + bias[row])`, the bits of `elementwise::bias_activate` over the stored
+/// sums, without that pass's load and store of each element (figures in `blocked`'s
+/// module doc). Only for activations with a vector form ([`VectorActivation`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Epilogue<'a> {
+    /// A bias for each row of Y from the block's first on (none: zero).
+    bias: Option<&'a [f32]>,
+    activation: VectorActivation,
+}
+
+impl<'a> Epilogue<'a> {
+    /// The output stage `act(y + bias[row])` in registers, where `act` has a vector form
+    /// and there is a stage at all.
+    pub(crate) fn new(bias: Option<&'a [f32]>, activation: Activation) -> Option<Self> {
+        let vector = VectorActivation::new(activation)?;
+        (bias.is_some() || activation != Activation::None).then_some(Epilogue {
+            bias,
+            activation: vector,
+        })
+    }
+
+    /// The stage of rows from `row` on.
+    #[inline(always)]
+    pub(super) fn rows_from(self, row: usize) -> Self {
+        Epilogue {
+            bias: self.bias.map(|b| &b[row..]),
+            ..self
+        }
+    }
+
+    /// `R` rows of sums, `V` vectors each, staged in place.
+    #[inline(always)]
+    fn apply<S: Simd, const V: usize, const R: usize>(self, s: S, acc: &mut [[S::f32s; V]; R]) {
+        if let Some(bias) = self.bias {
+            let bias = &bias[..R];
+            for (acc, &b) in acc.iter_mut().zip(bias) {
+                let b = s.splat_f32s(b);
+                for v in acc {
+                    *v = s.add_f32s(*v, b);
+                }
+            }
+        } else if self.activation != VectorActivation::Identity {
+            // `bias_activate` adds a zero bias before an activation (−0.0 becomes 0.0).
+            let zero = s.splat_f32s(0.0);
+            for v in acc.as_flattened_mut() {
+                *v = s.add_f32s(*v, zero);
+            }
+        }
+        self.activation.apply_each(s, acc.as_flattened_mut());
+    }
+}
+
+/// `out` (at most [`MR`] rows, the columns of `panels`) from up to four consecutive
 /// panels: [`block_of`] for its rows, over `V` vectors a row, or over as many as its
 /// columns need where they are fewer (one where there are no more columns than a
 /// vector: a last partial panel at eight lanes; at sixteen, a lone panel takes
 /// [`lone_panel_of`]; two or three of four). Where `FETCH`, it asks for the rows of A
 /// the next call reads as it goes, each `ahead` floats past one of these
 /// ([`fetch_ahead`]).
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn panel_of<S: Simd, const V: usize, const FETCH: bool>(
     s: S,
@@ -310,24 +407,22 @@ pub(super) fn panel_of<S: Simd, const V: usize, const FETCH: bool>(
     a: &[f32],
     lda: usize,
     panels: Panels<'_>,
-    y: faer::MatMut<'_, f32>,
-    accumulate: bool,
+    out: Out<'_>,
     ahead: usize,
 ) {
-    let (rows, vectors) = (y.nrows(), y.ncols().div_ceil(S::F32_LANES));
+    let (rows, vectors) = (out.y.nrows(), out.y.ncols().div_ceil(S::F32_LANES));
     match vectors {
-        1 => rows_of::<S, 1, FETCH>(s, rows, k, a, lda, panels, y, accumulate, ahead),
-        2 if V == 4 => rows_of::<S, 2, FETCH>(s, rows, k, a, lda, panels, y, accumulate, ahead),
-        3 if V == 4 => rows_of::<S, 3, FETCH>(s, rows, k, a, lda, panels, y, accumulate, ahead),
-        _ => rows_of::<S, V, FETCH>(s, rows, k, a, lda, panels, y, accumulate, ahead),
+        1 => rows_of::<S, 1, FETCH>(s, rows, k, a, lda, panels, out, ahead),
+        2 if V == 4 => rows_of::<S, 2, FETCH>(s, rows, k, a, lda, panels, out, ahead),
+        3 if V == 4 => rows_of::<S, 3, FETCH>(s, rows, k, a, lda, panels, out, ahead),
+        _ => rows_of::<S, V, FETCH>(s, rows, k, a, lda, panels, out, ahead),
     }
 }
 
-/// `y` (at most `2 · MR` rows, [`lone_panel_block`], at most one vector of columns)
+/// `out` (at most `2 · MR` rows, [`lone_panel_block`], at most one vector of columns)
 /// from one panel, one vector a row. Each element is summed in the same order as in
 /// [`panel_of`]; asking for the next call's rows of A as it goes where `FETCH`, as
 /// [`panel_of`] does.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn lone_panel_of<S: Simd, const FETCH: bool>(
     s: S,
@@ -335,40 +430,33 @@ pub(super) fn lone_panel_of<S: Simd, const FETCH: bool>(
     a: &[f32],
     lda: usize,
     panel: Panels<'_>,
-    y: faer::MatMut<'_, f32>,
-    accumulate: bool,
+    out: Out<'_>,
     ahead: usize,
 ) {
-    match y.nrows() {
-        12 => block_of::<S, 1, 12, FETCH>(s, k, a, lda, panel, y, accumulate, ahead),
-        11 => block_of::<S, 1, 11, FETCH>(s, k, a, lda, panel, y, accumulate, ahead),
-        10 => block_of::<S, 1, 10, FETCH>(s, k, a, lda, panel, y, accumulate, ahead),
-        rows => rows_of::<S, 1, FETCH>(s, rows, k, a, lda, panel, y, accumulate, ahead),
+    match out.y.nrows() {
+        12 => block_of::<S, 1, 12, FETCH>(s, k, a, lda, panel, out, ahead),
+        11 => block_of::<S, 1, 11, FETCH>(s, k, a, lda, panel, out, ahead),
+        10 => block_of::<S, 1, 10, FETCH>(s, k, a, lda, panel, out, ahead),
+        rows => rows_of::<S, 1, FETCH>(s, rows, k, a, lda, panel, out, ahead),
     }
 }
 
-/// `y` (at most `2 · MR` rows, [`lone_panel_block`], at most eight columns) from a
+/// `out` (at most `2 · MR` rows, [`lone_panel_block`], at most eight columns) from a
 /// panel whose columns past eight are zeros, at eight lanes: AVX-512's sixteen would
 /// multiply the zeros, and such a half panel cost as much as a whole one (512→1000 on
 /// one row of 168 positions, one Zen 4 core: 1.609 ms, 1.598 for 176). Compiled for
 /// AVX-512's 32 registers (a half panel is taken apart only at sixteen lanes): in 16,
 /// twelve rows' accumulators spilled (512→1000 at 13², 0.77 → 0.82 ms, against 0.74
 /// in 32). Each element is summed in the same order as in [`panel_of`].
-pub(super) fn half_panel_of(
-    k: usize,
-    a: &[f32],
-    lda: usize,
-    panel: Panels<'_>,
-    y: faer::MatMut<'_, f32>,
-    accumulate: bool,
-) {
+pub(super) fn half_panel_of(k: usize, a: &[f32], lda: usize, panel: Panels<'_>, out: Out<'_>) {
     super::simd::dispatch_narrow_wide_registers(HalfPanel(Product {
         k,
         a,
         lda,
         b: panel,
-        y,
-        accumulate,
+        y: out.y,
+        accumulate: out.accumulate,
+        epilogue: out.epilogue,
         fetch_a: false,
     }));
 }
@@ -388,29 +476,22 @@ impl WithSimd for HalfPanel<'_> {
             b: panel,
             y,
             accumulate,
+            epilogue,
             ..
         } = self.0;
         assert!(y.ncols() <= PANEL / 2, "half panel: shape");
+        let mut out = Out::new(y, accumulate, epilogue);
         if S::F32_LANES == PANEL / 2 {
-            lone_panel_of::<S, false>(s, k, a, lda, panel, y, accumulate, 0);
+            lone_panel_of::<S, false>(s, k, a, lda, panel, out, 0);
         } else {
             // Without AVX2 (not reached from a product at sixteen lanes).
             let s = pulp::Scalar::new();
-            let (rows, mut y, mut row) = (y.nrows(), y, 0);
+            let (rows, cols, mut row) = (out.y.nrows(), out.y.ncols(), 0);
             while row < rows {
                 let block = row_block(rows - row);
-                let y = y.as_mut().subrows_mut(row, block);
-                rows_of::<_, PANEL, false>(
-                    s,
-                    block,
-                    k,
-                    &a[row * lda..],
-                    lda,
-                    panel,
-                    y,
-                    accumulate,
-                    0,
-                );
+                let out = out.part(row..row + block, 0..cols);
+                let a = &a[row * lda..];
+                rows_of::<_, PANEL, false>(s, block, k, a, lda, panel, out, 0);
                 row += block;
             }
         }
@@ -427,26 +508,24 @@ fn rows_of<S: Simd, const V: usize, const FETCH: bool>(
     a: &[f32],
     lda: usize,
     panels: Panels<'_>,
-    y: faer::MatMut<'_, f32>,
-    accumulate: bool,
+    out: Out<'_>,
     ahead: usize,
 ) {
     match rows {
-        6 => block_of::<S, V, 6, FETCH>(s, k, a, lda, panels, y, accumulate, ahead),
-        5 => block_of::<S, V, 5, FETCH>(s, k, a, lda, panels, y, accumulate, ahead),
-        4 => block_of::<S, V, 4, FETCH>(s, k, a, lda, panels, y, accumulate, ahead),
-        3 => block_of::<S, V, 3, FETCH>(s, k, a, lda, panels, y, accumulate, ahead),
-        2 => block_of::<S, V, 2, FETCH>(s, k, a, lda, panels, y, accumulate, ahead),
-        _ => block_of::<S, V, 1, FETCH>(s, k, a, lda, panels, y, accumulate, ahead),
+        6 => block_of::<S, V, 6, FETCH>(s, k, a, lda, panels, out, ahead),
+        5 => block_of::<S, V, 5, FETCH>(s, k, a, lda, panels, out, ahead),
+        4 => block_of::<S, V, 4, FETCH>(s, k, a, lda, panels, out, ahead),
+        3 => block_of::<S, V, 3, FETCH>(s, k, a, lda, panels, out, ahead),
+        2 => block_of::<S, V, 2, FETCH>(s, k, a, lda, panels, out, ahead),
+        _ => block_of::<S, V, 1, FETCH>(s, k, a, lda, panels, out, ahead),
     }
 }
 
-/// `R` rows of Y at up to four consecutive panels (`y`: `R` rows, the panels'
-/// columns): `R × V` accumulators over all of `k`, started from zero or from `y`,
-/// then stored. Vector `v` of a row reads panel `v / (PANEL / lanes)`. Where `FETCH`,
-/// a line of each of the next call's rows (`ahead` floats past these) every
-/// [`FETCH_EVERY`] steps.
-#[allow(clippy::too_many_arguments)]
+/// `R` rows of Y at up to four consecutive panels (`out`: `R` rows, the panels'
+/// columns): `R × V` accumulators over all of `k`, started from zero or from Y,
+/// staged ([`Epilogue`]) where `out` has a stage, then stored. Vector `v` of a row
+/// reads panel `v / (PANEL / lanes)`. Where `FETCH`, a line of each of the next call's
+/// rows (`ahead` floats past these) every [`FETCH_EVERY`] steps.
 #[inline(always)]
 fn block_of<S: Simd, const V: usize, const R: usize, const FETCH: bool>(
     s: S,
@@ -454,10 +533,14 @@ fn block_of<S: Simd, const V: usize, const R: usize, const FETCH: bool>(
     a: &[f32],
     lda: usize,
     panels: Panels<'_>,
-    mut y: faer::MatMut<'_, f32>,
-    accumulate: bool,
+    out: Out<'_>,
     ahead: usize,
 ) {
+    let Out {
+        mut y,
+        accumulate,
+        epilogue,
+    } = out;
     let lanes = S::F32_LANES;
     let per_panel = PANEL / lanes;
     // Columns read of a row of each panel: all of it, or its first vector where `V`
@@ -532,6 +615,9 @@ fn block_of<S: Simd, const V: usize, const R: usize, const FETCH: bool>(
                 step(s, &mut acc, &rows, kk, row);
             }
         }
+    }
+    if let Some(epilogue) = epilogue {
+        epilogue.apply::<S, V, R>(s, &mut acc);
     }
     for (r, acc) in acc.iter().enumerate() {
         let out = row_of(y.as_mut(), r);

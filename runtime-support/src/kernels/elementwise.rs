@@ -222,6 +222,25 @@ impl VectorActivation {
     }
 }
 
+/// Every activation with a vector form ([`VectorActivation`]), Clip both as ReLU6 and
+/// with a negative floor: the cases of the tests that check a vector form's bits.
+#[cfg(test)]
+pub(crate) const VECTOR_ACTIVATIONS: [Activation; 7] = [
+    Activation::None,
+    Activation::Relu,
+    Activation::LeakyRelu { alpha: 0.1 },
+    Activation::Clip { min: 0.0, max: 6.0 },
+    Activation::Clip {
+        min: -1.0,
+        max: 0.5,
+    },
+    Activation::HardSigmoid {
+        alpha: 0.2,
+        beta: 0.5,
+    },
+    Activation::HardSwish,
+];
+
 /// `clamp(v, 0, 1)` keeping NaN, as `f32::clamp` does.
 #[inline(always)]
 fn unit<S: Simd>(s: S, v: S::f32s) -> S::f32s {
@@ -595,22 +614,7 @@ mod tests {
             7.25,
             1e30,
         ];
-        let activations = [
-            Activation::None,
-            Activation::Relu,
-            Activation::LeakyRelu { alpha: 0.1 },
-            Activation::Clip { min: 0.0, max: 6.0 },
-            Activation::Clip {
-                min: -1.0,
-                max: 0.5,
-            },
-            Activation::HardSigmoid {
-                alpha: 0.2,
-                beta: 0.5,
-            },
-            Activation::HardSwish,
-        ];
-        for act in activations {
+        for act in VECTOR_ACTIVATIONS {
             let mut want = values;
             bias_activate(act, 0.0, &mut want);
             let vector = VectorActivation::new(act).unwrap();

@@ -148,9 +148,7 @@ pub(super) fn product(
         a,
         lda,
         b,
-        y,
-        accumulate,
-        epilogue: None,
+        out: Out::new(y, accumulate, None),
         fetch_a,
     });
 }
@@ -181,9 +179,7 @@ struct Product<'a> {
     a: &'a [f32],
     lda: usize,
     b: Panels<'a>,
-    y: faer::MatMut<'a, f32>,
-    accumulate: bool,
-    epilogue: Option<Epilogue<'a>>,
+    out: Out<'a>,
     fetch_a: bool,
 }
 
@@ -213,12 +209,10 @@ impl Product<'_> {
             a,
             lda,
             b,
-            mut y,
-            accumulate,
-            epilogue,
+            mut out,
             ..
         } = self;
-        let (rows, n) = (y.nrows(), y.ncols());
+        let (rows, n) = (out.y.nrows(), out.y.ncols());
         let width = panels_per_step::<S, V>() * PANEL;
         for p in 0..n.div_ceil(width) {
             let panels = b.from(p * width / PANEL);
@@ -232,14 +226,10 @@ impl Product<'_> {
                     row_block(rows - row)
                 };
                 let a = &a[row * lda..];
-                let y = y
-                    .as_mut()
-                    .subrows_mut(row, block)
-                    .subcols_mut(cols.start, cols.len());
                 // The next block's rows start where this one's end (past the last, the
                 // next product's in Winograd's weights).
                 let ahead = block * lda;
-                let out = Out::new(y, accumulate, epilogue.map(|e| e.rows_from(row)));
+                let out = out.part(row..row + block, cols.clone());
                 if lone {
                     lone_panel_of::<S, FETCH>(s, k, a, lda, panels, out, ahead);
                 } else {
@@ -456,9 +446,7 @@ pub(super) fn half_panel_of(k: usize, a: &[f32], lda: usize, panel: Panels<'_>, 
         a,
         lda,
         b: panel,
-        y: out.y,
-        accumulate: out.accumulate,
-        epilogue: out.epilogue,
+        out,
         fetch_a: false,
     }));
 }
@@ -476,13 +464,10 @@ impl WithSimd for HalfPanel<'_> {
             a,
             lda,
             b: panel,
-            y,
-            accumulate,
-            epilogue,
+            mut out,
             ..
         } = self.0;
-        assert!(y.ncols() <= PANEL / 2, "half panel: shape");
-        let mut out = Out::new(y, accumulate, epilogue);
+        assert!(out.y.ncols() <= PANEL / 2, "half panel: shape");
         if S::F32_LANES == PANEL / 2 {
             lone_panel_of::<S, false>(s, k, a, lda, panel, out, 0);
         } else {
